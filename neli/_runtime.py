@@ -1,0 +1,467 @@
+"""The NELI member: Kafka plumbing around the pure :class:`LeadershipTracker`.
+
+Threads and tasks of one member:
+
+* a **poll thread** owns the librdkafka consumer: it polls, feeds heartbeats to the tracker and
+  runs the rebalance callbacks. A revocation blocks that thread (and so the rebalance) until the
+  barrier handlers on the event loop have returned: the barrier semantics of goNELI.
+* a **pulse task** publishes heartbeats every ``pulse_interval_ms``: to every partition (full
+  NELI) or to the partitions this member owns (fast variant).
+* a **watchdog task** ticks the tracker's stall detector.
+* a **check task** re-evaluates leadership every ``check_interval_ms`` and delivers
+  ACQUIRED / FENCED / RESUMED events; REVOKED comes from the rebalance callbacks.
+
+:meth:`Neli.is_leader` never reads a cached flag: it asks the tracker with the current time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import Any
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from neli._clock import SYSTEM_CLOCK, Clock
+from neli._config import NeliConfig, Variant
+from neli._errors import BrokerUnavailableError, NeliClosedError, TopicError
+from neli._events import BarrierHandler, LeadershipEvent
+from neli._heartbeat import Heartbeat, HeartbeatDecodeError
+from neli._roles import role_partition
+from neli._tracker import LeadershipTracker, Transition
+
+log = logging.getLogger("neli")
+
+_POLL_TIMEOUT_S = 0.05
+
+
+class Neli:
+    """One member of a NELI group.
+
+    Use as an async context manager, or call :meth:`start` and :meth:`close`::
+
+        async with Neli(NeliConfig(bootstrap_servers=..., group_id="g", topic="c")) as neli:
+            if neli.is_leader("EURUSD"):
+                ...
+
+    Args:
+        config: the validated configuration.
+        clock: time source (tests inject a manual one).
+        heartbeat_meta: called at every pulse; its mapping travels in this member's heartbeats
+            (e.g. a trace context), and reaches the next leader as ``LeadershipEvent.predecessor``.
+    """
+
+    def __init__(
+        self,
+        config: NeliConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        heartbeat_meta: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Create a member; nothing connects until :meth:`start`."""
+        self.config = config
+        self.member_id = f"{config.member_name}/{uuid.uuid4().hex[:12]}"
+        self._clock = clock
+        self._meta = heartbeat_meta
+        self._tracker = LeadershipTracker(config, self.member_id)
+        self._lock = threading.Lock()
+        self._barriers: list[BarrierHandler] = []
+        self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
+        self._dispatch_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._partitions = 0
+        self._counter = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = threading.Event()
+        self._poll_done: asyncio.Future[None] | None = None
+        self._closed = False
+        self._failure: BaseException | None = None
+        #: Heartbeats that failed to be delivered (diagnostics).
+        self.heartbeat_errors = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Neli:
+        """Start the member."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Close the member."""
+        await self.close()
+
+    async def start(self) -> None:
+        """Check the topic, join the group and start heartbeating.
+
+        Raises:
+            BrokerUnavailableError: the broker did not answer within ``start_timeout_ms``.
+            TopicError: the topic is missing or has an unexpected partition count.
+        """
+        if self._loop is not None:
+            raise NeliClosedError("start() was already called")
+        self._loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._consumer = Consumer(cfg.consumer_settings(), logger=log)
+        self._producer = Producer(cfg.producer_settings(), logger=log)
+        try:
+            self._partitions = await asyncio.to_thread(self._topic_partitions)
+        except BaseException:
+            self._consumer.close()
+            raise
+        self._consumer.subscribe(
+            [cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self._poll_done = self._loop.create_future()
+        threading.Thread(
+            target=self._poll_thread, name=f"neli-poll-{cfg.group_id}", daemon=True
+        ).start()
+        with self._lock:
+            self._tracker.tick(self._clock.monotonic())
+        for name, coro in (
+            ("pulse", self._pulse_loop()),
+            ("watchdog", self._watchdog_loop()),
+            ("check", self._check_loop()),
+        ):
+            task = asyncio.create_task(coro, name=f"neli-{name}")
+            task.add_done_callback(self._on_task_done)
+            self._tasks.append(task)
+
+    def _topic_partitions(self) -> int:
+        cfg = self.config
+        assert self._consumer is not None
+        try:
+            md = self._consumer.list_topics(cfg.topic, timeout=cfg.start_timeout_ms / 1000)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                cfg.bootstrap_servers,
+                f"no metadata within {cfg.start_timeout_ms} ms ({exc.args[0]})",
+            ) from exc
+        topic = md.topics.get(cfg.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise TopicError(cfg.topic, None, "does not exist (create it with M partitions first)")
+        count = len(topic.partitions)
+        if cfg.expected_partitions is not None and count != cfg.expected_partitions:
+            raise TopicError(
+                cfg.topic, count, f"has {count} partitions, expected {cfg.expected_partitions}"
+            )
+        return count
+
+    async def close(self) -> None:
+        """Stop leading, leave the group (REVOKED is delivered to handlers) and flush."""
+        if self._closed or self._loop is None:
+            self._closed = True
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._stopping.set()
+        if self._poll_done is not None:
+            with contextlib.suppress(Exception):
+                await self._poll_done
+        with self._lock:
+            left = self._tracker.revoke(self._tracker.led_or_assigned(), "closed")
+        await self._dispatch(left)
+        if self._producer is not None:
+            await asyncio.to_thread(self._producer.flush, 5.0)
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+
+    async def wait(self) -> None:
+        """Wait until the member stops; raise the failure of a background job, if any."""
+        if self._poll_done is None:
+            raise NeliClosedError("not started")
+        await asyncio.shield(self._poll_done)
+        if self._failure is not None:
+            raise self._failure
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("neli background task %s failed", task.get_name(), exc_info=exc)
+            self._failure = exc
+            self._stopping.set()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> int:
+        """M, the NELI topic's partition count (known after :meth:`start`)."""
+        return self._partitions
+
+    def partition_for(self, role: str | bytes) -> int:
+        """The NELI partition whose leader leads ``role``."""
+        if not self._partitions:
+            raise NeliClosedError("not started")
+        return role_partition(role, self._partitions)
+
+    def is_leader(self, role: str | bytes) -> bool:
+        """Whether this member leads ``role`` at this instant."""
+        return self.leads(self.partition_for(role))
+
+    def leads(self, partition: int) -> bool:
+        """Whether this member leads NELI partition ``partition`` at this instant."""
+        clock = self._clock
+        with self._lock:
+            return self._tracker.leads(partition, clock.monotonic(), clock.wall())
+
+    def led_partitions(self) -> frozenset[int]:
+        """The partitions this member leads at this instant."""
+        clock = self._clock
+        with self._lock:
+            return self._tracker.led(clock.monotonic(), clock.wall())
+
+    def assigned_partitions(self) -> frozenset[int]:
+        """The partitions the group currently assigns to this member."""
+        with self._lock:
+            return self._tracker.assigned()
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for status displays: assignment, leadership, freshness and reasons."""
+        clock = self._clock
+        now_mono, now_wall = clock.monotonic(), clock.wall()
+        with self._lock:
+            tr = self._tracker
+            fresh = tr.freshness(now_mono, now_wall)
+            return {
+                "group": self.config.group_id,
+                "member_id": self.member_id,
+                "member_name": self.config.member_name,
+                "partitions": self._partitions,
+                "assigned": sorted(tr.assigned()),
+                "led": sorted(tr.led(now_mono, now_wall)),
+                "age_s": {p: fresh[p] for p in sorted(fresh)},
+                "why_not": {
+                    p: r for p in sorted(fresh) if (r := tr.why_not(p, now_mono, now_wall))
+                },
+                "stalls": tr.stalls,
+            }
+
+    # -- events -------------------------------------------------------------------------------
+
+    def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
+        """Register a barrier handler (see :mod:`neli._events`); returns a remover."""
+        self._barriers.append(handler)
+        return lambda: self._barriers.remove(handler)
+
+    async def events(self) -> AsyncIterator[LeadershipEvent]:
+        """Yield every leadership event from now on, until the member closes."""
+        queue: asyncio.Queue[LeadershipEvent | None] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._subscribers.remove(queue)
+
+    async def _dispatch(self, transitions: list[Transition]) -> None:
+        if not transitions:
+            return
+        clock, cfg = self._clock, self.config
+        for tr in transitions:
+            pred = tr.predecessor
+            event = LeadershipEvent(
+                kind=tr.kind,
+                partition=tr.partition,
+                group=cfg.group_id,
+                member_id=self.member_id,
+                member_name=cfg.member_name,
+                reason=tr.reason,
+                at_mono=clock.monotonic(),
+                at_wall=clock.wall(),
+                term_started_wall=tr.term_started_wall,
+                predecessor=None
+                if pred is None
+                else {"member_id": pred.member_id, "member_name": pred.member_name}
+                | {str(k): str(v) for k, v in pred.meta.items()},
+            )
+            log.info(
+                "neli %s %s partition %d: %s",
+                cfg.group_id,
+                event.kind.value,
+                tr.partition,
+                tr.reason,
+            )
+            for handler in list(self._barriers):
+                try:
+                    result = handler(event)
+                    if inspect.isawaitable(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("neli barrier handler failed on %s", event)
+            for queue in self._subscribers:
+                queue.put_nowait(event)
+
+    # -- background jobs ----------------------------------------------------------------------
+
+    async def _pulse_loop(self) -> None:
+        cfg, clock = self.config, self._clock
+        assert self._producer is not None
+        producer = self._producer
+        interval = cfg.pulse_interval_ms / 1000
+        all_partitions = range(self._partitions)
+        while True:
+            now_mono, now_wall = clock.monotonic(), clock.wall()
+            with self._lock:
+                led = tuple(sorted(self._tracker.led(now_mono, now_wall)))
+                if cfg.variant is Variant.FULL:
+                    targets = [(p, 0) for p in all_partitions]
+                else:
+                    targets = [
+                        (p, self._tracker.incarnation(p) or 0) for p in self._tracker.assigned()
+                    ]
+            meta = dict(self._meta()) if self._meta is not None else {}
+            for partition, incarnation in targets:
+                self._counter += 1
+                hb = Heartbeat(
+                    group=cfg.group_id,
+                    member_id=self.member_id,
+                    member_name=cfg.member_name,
+                    incarnation=incarnation,
+                    counter=self._counter,
+                    sent_mono=now_mono,
+                    sent_wall=now_wall,
+                    led=led,
+                    meta=meta,
+                )
+                try:
+                    producer.produce(
+                        cfg.topic,
+                        value=hb.encode(),
+                        partition=partition,
+                        timestamp=int(now_wall * 1000),
+                        on_delivery=self._on_delivery,
+                    )
+                except BufferError:
+                    self.heartbeat_errors += 1
+            producer.poll(0)
+            await asyncio.sleep(interval)
+
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            self.heartbeat_errors += 1
+            log.debug("heartbeat not delivered: %s", err)
+
+    async def _watchdog_loop(self) -> None:
+        interval = self.config.check_interval_ms / 1000
+        while True:
+            with self._lock:
+                self._tracker.tick(self._clock.monotonic())
+            await asyncio.sleep(interval)
+
+    async def _check_loop(self) -> None:
+        interval = self.config.check_interval_ms / 1000
+        clock = self._clock
+        while True:
+            async with self._dispatch_lock:
+                with self._lock:
+                    transitions = self._tracker.evaluate(clock.monotonic(), clock.wall())
+                await self._dispatch(transitions)
+            await asyncio.sleep(interval)
+
+    # -- poll thread and rebalance callbacks --------------------------------------------------
+
+    def _poll_thread(self) -> None:
+        assert self._consumer is not None
+        assert self._loop is not None
+        consumer, loop = self._consumer, self._loop
+        error: BaseException | None = None
+        try:
+            while not self._stopping.is_set():
+                msg = consumer.poll(_POLL_TIMEOUT_S)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.fatal():
+                        raise KafkaException(err)
+                    log.warning("neli consumer: %s", err)
+                    continue
+                self._on_record(msg)
+        except BaseException as exc:  # noqa: BLE001 - handed to wait() instead of lost in a thread
+            error = exc
+        finally:
+            try:
+                consumer.close()  # leaves the group; revocation runs the barrier
+            except Exception:
+                log.exception("neli consumer close failed")
+        if error is not None:
+            self._failure = error
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(self._finish_poll)
+
+    def _finish_poll(self) -> None:
+        if self._poll_done is not None and not self._poll_done.done():
+            self._poll_done.set_result(None)
+
+    def _on_record(self, msg: Message) -> None:
+        partition = msg.partition()
+        if partition is None:
+            return
+        try:
+            hb = Heartbeat.decode(msg.value())
+        except HeartbeatDecodeError as exc:
+            log.debug("ignoring non-heartbeat on %s[%d]: %s", msg.topic(), partition, exc)
+            return
+        ts_type, ts_ms = msg.timestamp()
+        publish = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000.0
+        with self._lock:
+            self._tracker.observe(partition, hb, publish, self._clock.monotonic())
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            self._tracker.assign(
+                [tp.partition for tp in partitions if tp.topic == self.config.topic],
+                self._clock.monotonic(),
+            )
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._revoke(partitions, "rebalance")
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._revoke(partitions, "session lost")
+
+    def _revoke(self, partitions: list[TopicPartition], reason: str) -> None:
+        with self._lock:
+            transitions = self._tracker.revoke(
+                [tp.partition for tp in partitions if tp.topic == self.config.topic],
+                reason,
+                release=not self._stopping.is_set(),
+            )
+        if not transitions or self._loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._dispatch_locked(transitions), self._loop)
+        try:
+            # Blocking here blocks the rebalance: in-flight work finishes first (barrier).
+            future.result(timeout=self.config.barrier_timeout_ms / 1000)
+        except FutureTimeoutError:
+            timeout = self.config.barrier_timeout_ms
+            log.warning("neli barrier handlers did not finish in %d ms", timeout)
+        except Exception:
+            log.exception("neli revocation dispatch failed")
+
+    async def _dispatch_locked(self, transitions: list[Transition]) -> None:
+        async with self._dispatch_lock:
+            await self._dispatch(transitions)

@@ -1,0 +1,245 @@
+"""Where leadership is decided: the pure state of one member, driven by an injected clock.
+
+This module does no I/O. The runtime feeds it assignments, revocations and the heartbeats it
+consumes, and asks it, *at the moment of every query*, whether the member leads a partition.
+Leadership is never a cached flag: a process that was frozen and wakes up asks with the current
+time and gets the current answer.
+
+When can leadership no longer be trusted?
+
+* **Full NELI, non-exclusive**: once no heartbeat (from anyone) has been received on the
+  partition for T, measured by this process's monotonic clock. A revoked partition is not
+  dropped at once: it stays led until it goes stale, so that a partition in the middle of a
+  rebalance keeps a leader (*at least one*), exactly as in the paper.
+* **Full NELI, exclusive**: once the newest heartbeat on the partition was *published* more than
+  T ago, by its publish timestamp against our wall clock (so records that sat in a fetch buffer
+  while we were frozen do not count as new), and during the grace period T after a new
+  assignment.
+* **Fast NELI**: once the member's *own* heartbeat for the current incarnation has not come back
+  within T of being sent, measured on our monotonic clock from the send time.
+* **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
+  its event loop was starved) for longer than ``stall_limit_ms``, until a grace period T after it
+  runs again: while paused its session may have expired and the partition been given away, and
+  records fetched under the stale assignment could otherwise make it look fresh. This guard is
+  what goNELI lacks.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from neli._config import Mode, NeliConfig, Variant
+from neli._events import EventKind
+from neli._heartbeat import Heartbeat
+
+
+class _State(enum.Enum):
+    FOLLOWER = "follower"
+    LEADER = "leader"
+    FENCED = "fenced"
+
+
+@dataclass(slots=True)
+class _Slot:
+    """What this member knows about one assigned partition."""
+
+    assigned_mono: float
+    incarnation: int
+    fresh: float | None = None  # see module docstring: receive mono, publish wall or sent mono
+    state: _State = _State.FOLLOWER
+    term_started_wall: float | None = None
+    released: str | None = None  # non-exclusive: revoked, leading until it goes stale
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A leadership transition decided by the tracker."""
+
+    kind: EventKind
+    partition: int
+    reason: str
+    term_started_wall: float | None = None
+    predecessor: Heartbeat | None = None
+
+
+class LeadershipTracker:
+    """Leadership state of one member (not thread-safe; the runtime serialises access)."""
+
+    def __init__(self, config: NeliConfig, member_id: str) -> None:
+        """Create a tracker for ``member_id`` with ``config``'s timing."""
+        assert config.threshold_ms is not None
+        assert config.stall_limit_ms is not None
+        self._config = config
+        self._member_id = member_id
+        self._t = config.threshold_ms / 1000.0
+        self._stall_limit = config.stall_limit_ms / 1000.0
+        self._exclusive = config.mode is Mode.EXCLUSIVE
+        self._fast = config.variant is Variant.FAST
+        self._slots: dict[int, _Slot] = {}
+        self._incarnations = 0
+        self._last_tick: float | None = None
+        self._suspect_until = 0.0
+        self._leaders: dict[int, Heartbeat] = {}
+        #: How many stalls longer than the limit were detected.
+        self.stalls = 0
+
+    # -- inputs -------------------------------------------------------------------------------
+
+    def tick(self, now_mono: float) -> None:
+        """Watchdog tick, called often (every ``check_interval_ms``) by the runtime."""
+        last = self._last_tick
+        if last is not None and now_mono - last > self._stall_limit:
+            self.stalls += 1
+            self._suspect_until = now_mono + self._t
+        self._last_tick = now_mono
+
+    def assign(self, partitions: Iterable[int], now_mono: float) -> None:
+        """The group assigned ``partitions`` to this member (incrementally)."""
+        for p in partitions:
+            slot = self._slots.get(p)
+            if slot is not None and slot.released is not None:
+                slot.released = None  # given back while still fresh: the term goes on
+            elif slot is None:
+                self._incarnations += 1
+                self._slots[p] = _Slot(assigned_mono=now_mono, incarnation=self._incarnations)
+
+    def revoke(
+        self, partitions: Iterable[int], reason: str, *, release: bool = False
+    ) -> list[Transition]:
+        """The group took ``partitions`` away; returns REVOKED for those that were led/fenced.
+
+        Args:
+            partitions: the partitions taken away.
+            reason: why, for the events.
+            release: in non-exclusive mode, keep leading each partition until its observations
+                go stale (the REVOKED transition then comes from :meth:`evaluate`). Ignored in
+                exclusive mode, where revocation ends leadership at once.
+        """
+        out: list[Transition] = []
+        for p in partitions:
+            if release and not self._exclusive and p in self._slots:
+                self._slots[p].released = reason
+                continue
+            slot = self._slots.pop(p, None)
+            if slot is not None and slot.state is not _State.FOLLOWER:
+                out.append(
+                    Transition(
+                        EventKind.REVOKED, p, reason, term_started_wall=slot.term_started_wall
+                    )
+                )
+        return out
+
+    def observe(
+        self, partition: int, hb: Heartbeat, publish_wall: float | None, now_mono: float
+    ) -> None:
+        """Record a heartbeat consumed from ``partition``.
+
+        Args:
+            partition: where it was consumed.
+            hb: the decoded heartbeat.
+            publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
+            now_mono: the monotonic time of receipt.
+        """
+        if hb.member_id != self._member_id and partition in hb.led:
+            self._leaders[partition] = hb
+        slot = self._slots.get(partition)
+        if slot is None:
+            return
+        if self._fast:
+            if hb.member_id != self._member_id or hb.incarnation != slot.incarnation:
+                return  # only our own heartbeats of this term prove we still own the partition
+            value = hb.sent_mono
+        elif self._exclusive:
+            value = publish_wall if publish_wall is not None else hb.sent_wall
+        else:
+            value = now_mono
+        if slot.fresh is None or value > slot.fresh:
+            slot.fresh = value
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def incarnation(self, partition: int) -> int | None:
+        """The current incarnation for an assigned partition (fast-variant heartbeats)."""
+        slot = self._slots.get(partition)
+        return None if slot is None else slot.incarnation
+
+    def assigned(self) -> frozenset[int]:
+        """Partitions currently assigned to this member."""
+        return frozenset(p for p, slot in self._slots.items() if slot.released is None)
+
+    def led_or_assigned(self) -> frozenset[int]:
+        """Every partition this member holds a slot for (assigned, or released but fresh)."""
+        return frozenset(self._slots)
+
+    def predecessor(self, partition: int) -> Heartbeat | None:
+        """The latest heartbeat seen from another member that listed ``partition`` as led."""
+        return self._leaders.get(partition)
+
+    def leads(self, partition: int, now_mono: float, now_wall: float) -> bool:
+        """Whether this member leads ``partition`` at this instant."""
+        return self.why_not(partition, now_mono, now_wall) is None
+
+    def why_not(self, partition: int, now_mono: float, now_wall: float) -> str | None:
+        """``None`` if this member leads ``partition`` now, else the reason it does not."""
+        slot = self._slots.get(partition)
+        if slot is None:
+            return "not assigned"
+        if self._exclusive:
+            if self._last_tick is None or now_mono - self._last_tick > self._stall_limit:
+                return "stalled"
+            if now_mono < self._suspect_until:
+                return "recovering from a stall"
+        if slot.fresh is None:
+            return "no heartbeat yet"
+        if self._fast:
+            return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"
+        if self._exclusive:
+            if now_mono - slot.assigned_mono < self._t:
+                return "grace period"
+            return None if now_wall - slot.fresh < self._t else "heartbeats stale"
+        return None if now_mono - slot.fresh < self._t else "heartbeats stale"
+
+    def led(self, now_mono: float, now_wall: float) -> frozenset[int]:
+        """Partitions this member leads at this instant."""
+        return frozenset(p for p in self._slots if self.leads(p, now_mono, now_wall))
+
+    def freshness(self, now_mono: float, now_wall: float) -> dict[int, float | None]:
+        """Age in seconds of the freshest observation per assigned partition (None: none yet)."""
+        out: dict[int, float | None] = {}
+        for p, slot in self._slots.items():
+            if slot.fresh is None:
+                out[p] = None
+            elif self._exclusive and not self._fast:
+                out[p] = now_wall - slot.fresh
+            else:
+                out[p] = now_mono - slot.fresh
+        return out
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def evaluate(self, now_mono: float, now_wall: float) -> list[Transition]:
+        """Compare the current answer with the last one reported and return the transitions."""
+        out: list[Transition] = []
+        for p, slot in sorted(self._slots.items()):
+            reason = self.why_not(p, now_mono, now_wall)
+            if slot.released is not None and reason is not None:
+                del self._slots[p]
+                if slot.state is not _State.FOLLOWER:
+                    started = slot.term_started_wall
+                    kind, why = EventKind.REVOKED, f"{slot.released}, then {reason}"
+                    out.append(Transition(kind, p, why, term_started_wall=started))
+            elif reason is None and slot.state is _State.FOLLOWER:
+                slot.state, slot.term_started_wall = _State.LEADER, now_wall
+                out.append(
+                    Transition(EventKind.ACQUIRED, p, "assigned", predecessor=self._leaders.get(p))
+                )
+            elif reason is None and slot.state is _State.FENCED:
+                slot.state, slot.term_started_wall = _State.LEADER, now_wall
+                out.append(Transition(EventKind.RESUMED, p, "heartbeats fresh again"))
+            elif reason is not None and slot.state is _State.LEADER:
+                started = slot.term_started_wall
+                slot.state, slot.term_started_wall = _State.FENCED, None
+                out.append(Transition(EventKind.FENCED, p, reason, term_started_wall=started))
+        return out
