@@ -1,0 +1,191 @@
+"""Test helpers for code built on ``neli`` (goNELI's MockNeli, done the Python way).
+
+:class:`FakeNeli` has the query and event surface of :class:`neli.Neli` but no Kafka: a test
+decides who leads what by calling :meth:`FakeNeli.acquire`, :meth:`FakeNeli.revoke`,
+:meth:`FakeNeli.fence` and :meth:`FakeNeli.resume`; each call delivers the event to the barrier
+handlers (awaiting them, as the real member does) and to :meth:`FakeNeli.events` subscribers.
+:class:`ManualClock` is a :class:`neli.Clock` that moves only when told to.
+
+Example::
+
+    fake = FakeNeli(partitions=4)
+    tasks = LeaderTasks(fake, run_partition)
+    await fake.acquire(2)
+    assert fake.is_leader(role_in_partition_2)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from neli._events import BarrierHandler, EventKind, LeadershipEvent
+from neli._roles import role_partition
+
+__all__ = ["FakeNeli", "ManualClock"]
+
+
+class ManualClock:
+    """A clock for tests: starts at the given times and advances only via :meth:`advance`."""
+
+    def __init__(self, mono: float = 1000.0, wall: float = 1_700_000_000.0) -> None:
+        """Start at monotonic ``mono`` and wall ``wall`` seconds."""
+        self.mono = mono
+        self.wall_s = wall
+
+    def monotonic(self) -> float:
+        """The current monotonic time."""
+        return self.mono
+
+    def wall(self) -> float:
+        """The current wall time."""
+        return self.wall_s
+
+    def advance(self, seconds: float) -> None:
+        """Move both clocks forward by ``seconds``."""
+        self.mono += seconds
+        self.wall_s += seconds
+
+
+class FakeNeli:
+    """An in-memory stand-in for :class:`neli.Neli`.
+
+    Args:
+        partitions: M.
+        group_id: reported in events.
+        member_name: reported in events.
+    """
+
+    def __init__(
+        self, partitions: int = 1, *, group_id: str = "fake", member_name: str = "fake"
+    ) -> None:
+        """Create a member that leads nothing."""
+        self._partitions = partitions
+        self.group_id = group_id
+        self.member_name = member_name
+        self.member_id = f"{member_name}/fake"
+        self._assigned: set[int] = set()
+        self._led: set[int] = set()
+        self._barriers: list[BarrierHandler] = []
+        self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
+        self._clock = ManualClock()
+        #: Every event delivered so far, in order.
+        self.history: list[LeadershipEvent] = []
+
+    # -- the Neli surface ---------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> int:
+        """M."""
+        return self._partitions
+
+    def partition_for(self, role: str | bytes) -> int:
+        """The partition of ``role``."""
+        return role_partition(role, self._partitions)
+
+    def is_leader(self, role: str | bytes) -> bool:
+        """Whether the fake leads ``role``."""
+        return self.leads(self.partition_for(role))
+
+    def leads(self, partition: int) -> bool:
+        """Whether the fake leads ``partition``."""
+        return partition in self._led
+
+    def led_partitions(self) -> frozenset[int]:
+        """Led partitions."""
+        return frozenset(self._led)
+
+    def assigned_partitions(self) -> frozenset[int]:
+        """Assigned partitions."""
+        return frozenset(self._assigned)
+
+    def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
+        """Register a barrier handler; returns a remover."""
+        self._barriers.append(handler)
+        return lambda: self._barriers.remove(handler)
+
+    async def events(self) -> AsyncIterator[LeadershipEvent]:
+        """Yield events until :meth:`close`."""
+        queue: asyncio.Queue[LeadershipEvent | None] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._subscribers.remove(queue)
+
+    async def close(self) -> None:
+        """Revoke everything and end event streams."""
+        await self.revoke(*sorted(self._assigned), reason="closed")
+        for queue in self._subscribers:
+            queue.put_nowait(None)
+
+    def status(self) -> dict[str, Any]:
+        """A status snapshot like :meth:`neli.Neli.status`."""
+        return {
+            "group": self.group_id,
+            "member_id": self.member_id,
+            "member_name": self.member_name,
+            "partitions": self._partitions,
+            "assigned": sorted(self._assigned),
+            "led": sorted(self._led),
+        }
+
+    # -- driving it ---------------------------------------------------------------------------
+
+    async def acquire(self, *partitions: int, reason: str = "assigned") -> None:
+        """Assign and lead ``partitions`` (ACQUIRED for each not already led)."""
+        for p in self._check(partitions):
+            self._assigned.add(p)
+            if p not in self._led:
+                self._led.add(p)
+                await self._emit(EventKind.ACQUIRED, p, reason)
+
+    async def revoke(self, *partitions: int, reason: str = "rebalance") -> None:
+        """Take ``partitions`` away (REVOKED for each that was led or fenced)."""
+        for p in self._check(partitions):
+            if p in self._assigned:
+                self._assigned.discard(p)
+                self._led.discard(p)
+                await self._emit(EventKind.REVOKED, p, reason)
+
+    async def fence(self, *partitions: int, reason: str = "own heartbeat not returned") -> None:
+        """Stop leading ``partitions`` while keeping them assigned (FENCED)."""
+        for p in self._check(partitions):
+            if p in self._led:
+                self._led.discard(p)
+                await self._emit(EventKind.FENCED, p, reason)
+
+    async def resume(self, *partitions: int, reason: str = "heartbeats fresh again") -> None:
+        """Lead fenced ``partitions`` again (RESUMED)."""
+        for p in self._check(partitions):
+            if p in self._assigned and p not in self._led:
+                self._led.add(p)
+                await self._emit(EventKind.RESUMED, p, reason)
+
+    def _check(self, partitions: Iterable[int]) -> list[int]:
+        out = list(partitions)
+        for p in out:
+            if not 0 <= p < self._partitions:
+                raise ValueError(f"partition {p} out of range 0..{self._partitions - 1}")
+        return out
+
+    async def _emit(self, kind: EventKind, partition: int, reason: str) -> None:
+        event = LeadershipEvent(
+            kind=kind,
+            partition=partition,
+            group=self.group_id,
+            member_id=self.member_id,
+            member_name=self.member_name,
+            reason=reason,
+            at_mono=self._clock.monotonic(),
+            at_wall=self._clock.wall(),
+        )
+        self.history.append(event)
+        for handler in list(self._barriers):
+            result = handler(event)
+            if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                await result
+        for queue in self._subscribers:
+            queue.put_nowait(event)
