@@ -1,0 +1,91 @@
+"""Starting NELI members as separate OS processes and reading what they observed."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pricing_ha import leadership_log
+from pricing_ha.leadership_log import MemberLog
+from pricing_ha.procs import Proc, ProcessGroup
+
+#: S for the tests. Tansu is stable from 1000 ms; 3000 ms leaves margin. A real Kafka cluster
+#: enforces group.min.session.timeout.ms (6000 by default): set this to match it.
+SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> float:
+    """Poll ``cond`` until true; return the monotonic time it became true, or fail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return time.monotonic()
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
+
+
+@dataclass
+class Cluster:
+    """Members of NELI groups, each a separate process writing a probe file."""
+
+    procs: ProcessGroup
+    bootstrap: str
+    topic: str
+    workdir: Path
+    members: dict[str, Proc] = field(default_factory=dict)
+
+    def start(
+        self,
+        name: str,
+        group: str,
+        *,
+        variant: str = "full",
+        mode: str = "non-exclusive",
+        session_ms: int = SESSION_MS,
+        threshold_ms: int | None = None,
+    ) -> Proc:
+        """Start one member process."""
+        argv = [
+            "pricing_ha.probe",
+            f"--bootstrap={self.bootstrap}",
+            f"--topic={self.topic}",
+            f"--group={group}",
+            f"--name={name}",
+            f"--out={self.workdir / (name + '.jsonl')}",
+            f"--variant={variant}",
+            f"--mode={mode}",
+            f"--session-ms={session_ms}",
+        ]
+        if threshold_ms is not None:
+            argv.append(f"--threshold-ms={threshold_ms}")
+        proc = self.procs.spawn(name, argv, python_module=True)
+        self.members[name] = proc
+        return proc
+
+    def log(self, name: str) -> MemberLog:
+        """The records of one member so far."""
+        return leadership_log.load(self.workdir / f"{name}.jsonl", name)
+
+    def logs(self, *names: str) -> list[MemberLog]:
+        """The records of the named members (all members by default)."""
+        return [self.log(n) for n in (names or tuple(self.members))]
+
+    def led_now(self, name: str) -> set[int]:
+        """Partitions the member's latest records say it leads (for waiting, not for asserting)."""
+        log = self.log(name)
+        end = log.last_seen or 0.0
+        return {p for p, runs in log.runs.items() if runs and runs[-1][1] >= end}
+
+    def union_led_now(self, *names: str) -> set[int]:
+        """Union of :meth:`led_now` over members."""
+        out: set[int] = set()
+        for n in names or tuple(self.members):
+            out |= self.led_now(n)
+        return out
+
+    def diagnostics(self) -> str:
+        """Tail of every member's log, for assertion messages."""
+        return "\n".join(f"--- {n}\n{p.log_tail(15)}" for n, p in self.members.items())

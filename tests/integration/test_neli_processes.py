@@ -1,0 +1,261 @@
+"""NELI invariants on a real broker, with members in separate processes and real faults.
+
+Every assertion is made on what the member processes recorded (their sampled answers to "do I
+lead partition p?", on the shared monotonic clock), never on log text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pricing_ha import leadership_log
+from pricing_ha.procs import ProcessGroup
+from tests.integration.neli_harness import SESSION_MS, Cluster, wait_until
+
+S = SESSION_MS / 1000
+T_NON_EXCLUSIVE = 2 * S  # the library default for non-exclusive mode
+FORM_TIMEOUT = 30.0
+MARGIN = 4.0  # rebalance rounds on a 2-core machine running several members
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path, bootstrap: str) -> Iterator[Callable[..., Cluster]]:
+    """Makes clusters on fresh topics; stops every process at the end, even on failure."""
+    groups: list[ProcessGroup] = []
+
+    def make(topic: str, bootstrap_servers: str = bootstrap) -> Cluster:
+        pg = ProcessGroup(tmp_path / f"logs-{len(groups)}")
+        groups.append(pg)
+        return Cluster(pg, bootstrap_servers, topic, tmp_path)
+
+    yield make
+    for pg in groups:
+        pg.close()
+
+
+def _formed(cluster: Cluster, names: list[str], partitions: int) -> float:
+    """Wait until the members between them lead every partition; return that instant."""
+    return wait_until(
+        lambda: cluster.union_led_now(*names) == set(range(partitions)),
+        FORM_TIMEOUT,
+        f"{names} to lead all {partitions} partitions\n{cluster.diagnostics()}",
+    )
+
+
+def _busiest(cluster: Cluster, names: list[str]) -> str:
+    return max(names, key=lambda n: len(cluster.led_now(n)))
+
+
+def test_non_exclusive_every_partition_led_and_sigkill_taken_over(
+    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+) -> None:
+    """Non-exclusive: every partition always has a leader; a SIGKILLed member's are taken over."""
+    m = 6
+    cluster = cluster_factory(topic_factory(m))
+    group, names = unique_name("g"), ["a", "b", "c"]
+    for n in names:
+        cluster.start(n, group)
+    formed = _formed(cluster, names, m)
+    time.sleep(S)  # let the assignment settle so the kill hits a stable group
+    victim = _busiest(cluster, names)
+    victim_parts = cluster.led_now(victim)
+    killed_at = time.monotonic()
+    cluster.members[victim].kill()
+    live = [n for n in names if n != victim]
+    bound = S + T_NON_EXCLUSIVE + MARGIN
+    wait_until(
+        lambda: cluster.union_led_now(*live) == set(range(m)),
+        bound + 5,
+        f"survivors to lead everything\n{cluster.diagnostics()}",
+    )
+    logs = cluster.logs(*live)
+    takeovers = {p: leadership_log.first_led_after(logs, p, killed_at) for p in victim_parts}
+    measured = {p: round(t - killed_at, 2) for p, t in takeovers.items() if t}
+    print(f"takeover after SIGKILL (s): {measured}")
+    for p, t in takeovers.items():
+        assert t is not None, f"partition {p} never taken over"
+        assert t - killed_at <= bound, f"partition {p} taken over after {t - killed_at:.2f} s"
+    everyone = cluster.logs()
+    for p in range(m):
+        holes = leadership_log.uncovered(everyone, p, formed, killed_at)
+        assert holes == [], f"partition {p} had no leader during {holes} before the kill"
+
+
+@pytest.mark.parametrize("variant", ["full", "fast"])
+def test_exclusive_sigstop_never_two_leaders(
+    variant: str,
+    cluster_factory: Callable[..., Cluster],
+    topic_factory: Callable[..., str],
+    unique_name: Any,
+) -> None:
+    """Exclusive: a member paused past S and resumed never leads alongside its successor."""
+    m = 4
+    cluster = cluster_factory(topic_factory(m))
+    group, names = unique_name("g"), ["a", "b", "c"]
+    for n in names:
+        cluster.start(n, group, variant=variant, mode="exclusive")
+    _formed(cluster, names, m)
+    time.sleep(S)
+    victim = _busiest(cluster, names)
+    victim_parts = cluster.led_now(victim)
+    assert victim_parts, "the victim must lead something for the test to mean anything"
+    paused_at = time.monotonic()
+    cluster.members[victim].pause()
+    live = [n for n in names if n != victim]
+    # Its partitions must move while it is paused (otherwise there is nothing to race with).
+    wait_until(
+        lambda: cluster.union_led_now(*live) >= victim_parts,
+        S + MARGIN + 2 * S,
+        f"survivors to take over {victim_parts}\n{cluster.diagnostics()}",
+    )
+    remaining = 2 * S - (time.monotonic() - paused_at)
+    if remaining > 0:
+        time.sleep(remaining)
+    cluster.members[victim].resume()
+    # The dangerous moments are right after SIGCONT, before the revocation is processed.
+    time.sleep(2 * S)
+    logs = cluster.logs()
+    for p in range(m):
+        both = leadership_log.overlaps(logs, p)
+        assert both == [], f"partition {p} had two leaders: {both}"
+    victim_log = cluster.log(victim)
+    assert victim_log.gaps, "the paused member's records must show the pause"
+
+
+def test_non_exclusive_sigstop_led_again(
+    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+) -> None:
+    """Non-exclusive: a paused member's partitions are led by a live member within S + T."""
+    m = 4
+    cluster = cluster_factory(topic_factory(m))
+    group, names = unique_name("g"), ["a", "b"]
+    for n in names:
+        cluster.start(n, group)
+    _formed(cluster, names, m)
+    time.sleep(S)
+    victim = _busiest(cluster, names)
+    victim_parts = cluster.led_now(victim)
+    paused_at = time.monotonic()
+    cluster.members[victim].pause()
+    live = [n for n in names if n != victim]
+    bound = S + T_NON_EXCLUSIVE + MARGIN
+    wait_until(
+        lambda: cluster.union_led_now(*live) == set(range(m)),
+        bound + 5,
+        f"the live member to lead everything\n{cluster.diagnostics()}",
+    )
+    time.sleep(max(0.0, 2 * S - (time.monotonic() - paused_at)))
+    cluster.members[victim].resume()
+    logs = cluster.logs(*live)
+    for p in victim_parts:
+        t = leadership_log.first_led_after(logs, p, paused_at)
+        assert t is not None
+        assert t - paused_at <= bound, f"partition {p} led again only after {t - paused_at:.2f} s"
+
+
+def test_fast_fences_itself_when_cut_off_from_the_broker(
+    cluster_factory: Callable[..., Cluster], embedded_broker: Any, unique_name: Any
+) -> None:
+    """Fast variant: members cut off from the broker stop leading before S, then come back."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    m = 2
+    topic = unique_name("t")
+    admin = AdminClient({"bootstrap.servers": embedded_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, m, 1)])[topic].result(timeout=10)
+    cluster = cluster_factory(topic, embedded_broker.bootstrap)
+    group, names = unique_name("g"), ["a", "b"]
+    for n in names:
+        cluster.start(n, group, variant="fast", mode="exclusive")
+    _formed(cluster, names, m)
+    time.sleep(S)
+    cut_at = time.monotonic()
+    embedded_broker.pause()
+    try:
+        fenced_at = wait_until(
+            lambda: cluster.union_led_now(*names) == set(),
+            S + MARGIN,
+            f"members to fence themselves\n{cluster.diagnostics()}",
+        )
+    finally:
+        embedded_broker.resume()
+    logs = cluster.logs()
+    last_claim = max(
+        b for log in logs for runs in log.runs.values() for _, b in runs if b >= cut_at
+    )
+    print(f"fenced {last_claim - cut_at:.2f} s after the cut (S = {S} s)")
+    print(f"the test saw it {fenced_at - cut_at:.2f} s after the cut")
+    assert last_claim - cut_at < S, "a member kept leading for S or more without the broker"
+    wait_until(
+        lambda: cluster.union_led_now(*names) == set(range(m)),
+        FORM_TIMEOUT,
+        f"leadership to come back after the broker resumed\n{cluster.diagnostics()}",
+    )
+
+
+@pytest.mark.parametrize("mode", ["non-exclusive", "exclusive"])
+def test_graceful_close_hands_over(
+    mode: str,
+    cluster_factory: Callable[..., Cluster],
+    topic_factory: Callable[..., str],
+    unique_name: Any,
+) -> None:
+    """SIGTERM leaves the group cleanly and the other member takes over without a crash delay."""
+    m = 4
+    cluster = cluster_factory(topic_factory(m))
+    group = unique_name("g")
+    cluster.start("a", group, mode=mode)
+    cluster.start("b", group, mode=mode)
+    formed = _formed(cluster, ["a", "b"], m)
+    time.sleep(S)
+    leaver = _busiest(cluster, ["a", "b"])
+    stayer = "b" if leaver == "a" else "a"
+    moved = cluster.led_now(leaver)
+    t0 = time.monotonic()
+    cluster.members[leaver].terminate()
+    assert cluster.members[leaver].wait(timeout=15) == 0
+    done = wait_until(
+        lambda: cluster.led_now(stayer) == set(range(m)),
+        2 * S + T_NON_EXCLUSIVE,
+        f"{stayer} to lead everything\n{cluster.diagnostics()}",
+    )
+    handover = max(
+        (leadership_log.first_led_after([cluster.log(stayer)], p, t0) or done) - t0 for p in moved
+    )
+    print(f"{mode}: graceful hand-over of {sorted(moved)} took {handover:.2f} s")
+    if mode == "non-exclusive":
+        for p in range(m):
+            holes = leadership_log.uncovered(cluster.logs(), p, formed, done)
+            assert holes == [], f"partition {p} had no leader during {holes}"
+    else:
+        assert handover < S + 2 * S, f"hand-over took {handover:.2f} s"
+        for p in range(m):
+            assert leadership_log.overlaps(cluster.logs(), p) == []
+
+
+def test_two_groups_on_one_topic_are_independent(
+    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+) -> None:
+    """A crash in one group does not disturb the leadership of another group on the same topic."""
+    m = 4
+    cluster = cluster_factory(topic_factory(m))
+    g1, g2 = unique_name("p1"), unique_name("p2")
+    cluster.start("p1a", g1)
+    cluster.start("p1b", g1)
+    cluster.start("p2a", g2)
+    _formed(cluster, ["p1a", "p1b"], m)
+    formed2 = _formed(cluster, ["p2a"], m)
+    time.sleep(S)
+    cluster.members[_busiest(cluster, ["p1a", "p1b"])].kill()
+    time.sleep(S + 2)
+    end = time.monotonic()
+    p2 = cluster.log("p2a")
+    for p in range(m):
+        assert leadership_log.uncovered([p2], p, formed2, end) == []
+    changes_after = [e for e in p2.events if e["t"] > formed2]
+    assert changes_after == [], f"p2's leadership changed: {changes_after}"
