@@ -210,6 +210,7 @@ class NeliConfig:
             # owner, so members keep leading everything else through the rebalance.
             "partition.assignment.strategy": "cooperative-sticky",
             "fetch.wait.max.ms": max(10, min(100, self.pulse_interval_ms // 3)),
+            "log.connection.close": False,  # idle connections closed by brokers are routine
         }
         settings.update(self.kafka)
         settings.update(self.consumer)
@@ -225,6 +226,7 @@ class NeliConfig:
             "acks": 1,
             # A heartbeat older than T is worthless: never deliver one that late.
             "message.timeout.ms": max(100, self.threshold_ms),
+            "log.connection.close": False,
         }
         settings.update(self.kafka)
         settings.update(self.producer)

@@ -37,7 +37,7 @@ from confluent_kafka import (
 )
 
 from neli._clock import SYSTEM_CLOCK, Clock
-from neli._config import NeliConfig, Variant
+from neli._config import Mode, NeliConfig, Variant
 from neli._errors import BrokerUnavailableError, NeliClosedError, TopicError
 from neli._events import BarrierHandler, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
@@ -47,6 +47,7 @@ from neli._tracker import LeadershipTracker, Transition
 log = logging.getLogger("neli")
 
 _POLL_TIMEOUT_S = 0.05
+_ROLE_CACHE_SIZE = 100_000
 
 
 class Neli:
@@ -86,9 +87,12 @@ class Neli:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._partitions = 0
+        # murmur2 in Python costs ~2 us; roles (instruments) are few and asked about constantly.
+        self._role_cache: dict[str | bytes, int] = {}
         self._counter = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = threading.Event()
+        self._leave = threading.Event()
         self._poll_done: asyncio.Future[None] | None = None
         self._closed = False
         self._failure: BaseException | None = None
@@ -162,12 +166,22 @@ class Neli:
             )
         return count
 
-    async def close(self) -> None:
-        """Stop leading, leave the group (REVOKED is delivered to handlers) and flush."""
+    async def close(self, *, handover: bool = True) -> None:
+        """Stop leading, leave the group (REVOKED is delivered to handlers) and flush.
+
+        Args:
+            handover: in non-exclusive mode, leave the group first and keep leading the
+                released partitions until they go stale (at most T), so that the members that
+                take them over start before this one stops: a rolling restart leaves no
+                partition without a leader. Ignored in exclusive mode, where leadership ends
+                as soon as the partitions are revoked.
+        """
         if self._closed or self._loop is None:
             self._closed = True
             return
         self._closed = True
+        if handover and self.config.mode is Mode.NON_EXCLUSIVE and self._failure is None:
+            await self._hand_over()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -184,6 +198,15 @@ class Neli:
             await asyncio.to_thread(self._producer.flush, 5.0)
         for queue in self._subscribers:
             queue.put_nowait(None)
+
+    async def _hand_over(self) -> None:
+        self._leave.set()
+        deadline = self._clock.monotonic() + self.config.threshold_s + 1.0
+        while self._clock.monotonic() < deadline:
+            with self._lock:
+                if not self._tracker.led_or_assigned():
+                    return
+            await asyncio.sleep(self.config.check_interval_ms / 1000)
 
     async def wait(self) -> None:
         """Wait until the member stops; raise the failure of a background job, if any."""
@@ -211,9 +234,15 @@ class Neli:
 
     def partition_for(self, role: str | bytes) -> int:
         """The NELI partition whose leader leads ``role``."""
+        cached = self._role_cache.get(role)
+        if cached is not None:
+            return cached
         if not self._partitions:
             raise NeliClosedError("not started")
-        return role_partition(role, self._partitions)
+        if len(self._role_cache) >= _ROLE_CACHE_SIZE:
+            self._role_cache.clear()
+        partition = self._role_cache[role] = role_partition(role, self._partitions)
+        return partition
 
     def is_leader(self, role: str | bytes) -> bool:
         """Whether this member leads ``role`` at this instant."""
@@ -389,7 +418,11 @@ class Neli:
         consumer, loop = self._consumer, self._loop
         error: BaseException | None = None
         try:
+            left = False
             while not self._stopping.is_set():
+                if self._leave.is_set() and not left:
+                    consumer.unsubscribe()  # revocation with release: leading until stale
+                    left = True
                 msg = consumer.poll(_POLL_TIMEOUT_S)
                 if msg is None:
                     continue

@@ -142,8 +142,11 @@ class LeadershipTracker:
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
         """
-        if hb.member_id != self._member_id and partition in hb.led:
-            self._leaders[partition] = hb
+        if hb.member_id != self._member_id:
+            # Every heartbeat names all the partitions its sender leads, so a member learns
+            # the leaders of partitions it does not own (its possible predecessors) too.
+            for led in hb.led:
+                self._leaders[led] = hb
         slot = self._slots.get(partition)
         if slot is None:
             return

@@ -109,8 +109,7 @@ async def run(args: argparse.Namespace) -> None:
         waiter = asyncio.create_task(stop.wait())
         failed = asyncio.create_task(neli.wait())
         await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
-        tasks[0].cancel()
-        await neli.close()
+        await neli.close()  # sampling goes on: a hand-over keeps leading while it lasts
         for task in (*tasks, waiter, failed):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

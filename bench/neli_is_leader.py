@@ -1,0 +1,79 @@
+"""Cost of asking NELI "do I lead this?" (the question asked before every price is published).
+
+Measures, per call: ``LeadershipTracker.leads`` (the decision itself), ``Neli.leads(partition)``
+and ``Neli.is_leader(role)`` (which adds the lock, the clocks and murmur2 of the role) on a
+running member of a real (embedded) broker, for each variant and mode.
+
+Run: ``.venv/bin/python bench/neli_is_leader.py``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write
+
+from neli import Mode, Neli, NeliConfig, Variant
+from neli._tracker import LeadershipTracker
+from pricing_ha.embedded_broker import EmbeddedBroker
+
+N = 200_000
+
+
+def _per_call_ns(fn: object, arg: object, n: int = N) -> float:
+    call = fn  # type: ignore[assignment]
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call(arg)  # type: ignore[operator]
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return round(best, 1)
+
+
+async def _measure(bootstrap: str, variant: Variant, mode: Mode) -> dict[str, float]:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(timeout=15)
+    cfg = NeliConfig(
+        bootstrap_servers=bootstrap, group_id=topic, topic=topic, variant=variant, mode=mode
+    )
+    async with Neli(cfg) as neli:
+        deadline = time.monotonic() + 60
+        while len(neli.led_partitions()) < 4 and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        assert len(neli.led_partitions()) == 4, "the member must lead to measure the hot path"
+        tracker = LeadershipTracker(cfg, "bench")
+        now = time.monotonic()
+        tracker.tick(now)
+        tracker.assign([0], now - 10)
+        return {
+            "neli_is_leader_role_ns": _per_call_ns(neli.is_leader, "EURUSD"),
+            "neli_leads_partition_ns": _per_call_ns(neli.leads, 1),
+            "tracker_leads_ns": _per_call_ns(lambda p: tracker.leads(p, now, now), 0),
+        }
+
+
+async def main() -> None:
+    """Measure every variant/mode on one embedded broker."""
+    figures: dict[str, dict[str, float]] = {}
+    with EmbeddedBroker() as broker:
+        for variant in Variant:
+            for mode in Mode:
+                key = f"{variant.value}/{mode.value}"
+                figures[key] = await _measure(broker.bootstrap, variant, mode)
+                print(key, figures[key], flush=True)
+    write("neli_is_leader", {"calls_per_measurement": N, "best_of": 5, "per_call": figures})
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
