@@ -71,6 +71,9 @@ class LeaderTasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError  # we were cancelled too: never swallow that
 
     async def close(self) -> None:
         """Detach from the member and stop every task."""

@@ -16,7 +16,11 @@ When can leadership no longer be trusted?
   while we were frozen do not count as new), and during the grace period T after a new
   assignment.
 * **Fast NELI**: once the member's *own* heartbeat for the current incarnation has not come back
-  within T of being sent, measured on our monotonic clock from the send time.
+  within T of being sent, measured on our monotonic clock from the send time. In exclusive mode
+  a new assignment also waits a grace period T (goNELI does not): a previous owner that lost the
+  group coordinator but not the partition's broker still sees its own heartbeats return until
+  its client declares the session lost, which happens about S after its last group heartbeat,
+  the same moment the coordinator reassigns the partition.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until a grace period T after it
   runs again: while paused its session may have expired and the partition been given away, and
@@ -142,9 +146,10 @@ class LeadershipTracker:
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
         """
-        if hb.member_id != self._member_id:
+        if hb.member_id != self._member_id and hb.group == self._config.group_id:
             # Every heartbeat names all the partitions its sender leads, so a member learns
-            # the leaders of partitions it does not own (its possible predecessors) too.
+            # the leaders of partitions it does not own (its possible predecessors) too. Other
+            # groups share the topic; their leaders are not our predecessors.
             for led in hb.led:
                 self._leaders[led] = hb
         slot = self._slots.get(partition)
@@ -196,11 +201,11 @@ class LeadershipTracker:
                 return "recovering from a stall"
         if slot.fresh is None:
             return "no heartbeat yet"
+        if self._exclusive and now_mono - slot.assigned_mono < self._t:
+            return "grace period"
         if self._fast:
             return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"
         if self._exclusive:
-            if now_mono - slot.assigned_mono < self._t:
-                return "grace period"
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
         return None if now_mono - slot.fresh < self._t else "heartbeats stale"
 

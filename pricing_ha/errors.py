@@ -6,7 +6,13 @@
      ├── ConfigError          invalid configuration: names the file, the key and the problem
      ├── TopicLayoutError     topics missing or with mismatched partition counts
      ├── BrokerUnavailableError  the broker did not answer within the bounded retries
-     └── EmbeddedBrokerError  the embedded Tansu broker could not be found or started
+     ├── EmbeddedBrokerError  the embedded Tansu broker could not be found or started
+     ├── InvalidQuoteError    (pricing_ha.quotes) a quote that cannot be priced -> DLQ
+     ├── InvalidPriceError    (pricing_ha.pricing) a price value that cannot be decoded
+     └── ReplayError          (pricing_ha.feed) a bad replay CSV file or row
+
+Each class carries ``exit_code``, the process exit status a command uses when the error ends it
+(1 unless stated), so every command maps errors to statuses the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 
 class PricingError(Exception):
     """Root of every error raised by pricing-ha."""
+
+    exit_code: int = 1
 
 
 class ConfigError(PricingError):
@@ -25,6 +33,8 @@ class ConfigError(PricingError):
         problem: what is wrong with it.
     """
 
+    exit_code = 2
+
     def __init__(self, source: str, key: str, problem: str) -> None:
         self.source = source
         self.key = key
@@ -35,9 +45,13 @@ class ConfigError(PricingError):
 class TopicLayoutError(PricingError):
     """The topics are missing or their partition counts differ."""
 
+    exit_code = 4
+
 
 class BrokerUnavailableError(PricingError):
     """The broker could not be reached after bounded retries."""
+
+    exit_code = 3
 
 
 class EmbeddedBrokerError(PricingError):

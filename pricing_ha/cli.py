@@ -1,0 +1,186 @@
+"""The ``pricing-ha`` command line.
+
+Each command lives in its own module; this file only wires them into one typer app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pricing_ha.cli_support import (
+    BootstrapOption,
+    ConfigOption,
+    guarded,
+    load_cli_config,
+    stop_requested,
+)
+
+app = typer.Typer(
+    name="pricing-ha",
+    help="Continuously available price distribution over Kafka (NELI).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def broker(
+    port: Annotated[
+        int | None, typer.Option(help="TCP port on 127.0.0.1; a free one if omitted.")
+    ] = None,
+) -> None:
+    """Run an embedded Tansu broker in the foreground until Ctrl-C or SIGTERM."""
+    from pricing_ha.embedded_broker import run_foreground
+    from pricing_ha.errors import EmbeddedBrokerError
+
+    try:
+        run_foreground(port, lambda bootstrap: typer.echo(f"broker ready: {bootstrap}"))
+    except EmbeddedBrokerError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def feed(
+    *,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    count: Annotated[int | None, typer.Option(min=1, help="Stop after N quotes in total.")] = None,
+    duration: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds.")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Quotes per second per instrument (0: unpaced).")
+    ] = None,
+    instruments: Annotated[int | None, typer.Option(help="Number of instruments.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="CSV file: instrument,seq,bid,ask[,source_time_ns].")
+    ] = None,
+    summary_out: Annotated[
+        Path | None, typer.Option(help="Write the final per-instrument state here (JSON).")
+    ] = None,
+) -> None:
+    """Produce synthetic (or replayed) market data to md.quotes."""
+    from pricing_ha.feed_producer import feed_main, with_overrides
+
+    with guarded(), stop_requested() as should_stop:
+        cfg = with_overrides(
+            load_cli_config(config, bootstrap), instruments=instruments, rate_hz=rate, seed=seed
+        )
+        summary = feed_main(
+            cfg,
+            replay=replay,
+            count=count,
+            duration_s=duration,
+            summary_out=summary_out,
+            should_stop=should_stop,
+            echo=typer.echo,
+        )
+    if not summary.ok:
+        typer.echo("error: not every quote was delivered", err=True)
+        raise typer.Exit(1)
+
+
+topics_app = typer.Typer(help="Create or check the topic layout.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+    """Create every topic with the configured partition count (idempotent)."""
+    from pricing_ha.topics import create_topics, make_admin
+
+    with guarded():
+        cfg = load_cli_config(config, bootstrap)
+        for name, created in create_topics(make_admin(cfg), cfg).items():
+            verb = "created" if created else "exists "
+            typer.echo(f"{verb} {name} ({cfg.topics.partitions} partitions)")
+
+
+@topics_app.command("check")
+def topics_check(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+    """Check that every topic exists with the configured partition count."""
+    from pricing_ha.topics import check_layout, make_admin
+
+    with guarded():
+        cfg = load_cli_config(config, bootstrap)
+        check_layout(make_admin(cfg), cfg)
+        typer.echo(
+            f"ok: {len(cfg.topics.by_role())} topics, {cfg.topics.partitions} partitions each"
+        )
+
+
+@app.command()
+def run(
+    group: Annotated[str, typer.Option("--group", help="Publishing group: p1 or p2.")],
+    member: Annotated[
+        str | None, typer.Option(help="Member name within the group (default: host-pid).")
+    ] = None,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Run one publisher member of GROUP: NELI non-exclusive, prices md.quotes to prices.raw."""
+    import logging
+    import os
+    import socket
+
+    from pricing_ha import aio
+    from pricing_ha.publisher import serve_publisher
+    from pricing_ha.topics import check_layout, make_admin
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    with guarded():
+        cfg = load_cli_config(config, bootstrap)
+        check_layout(make_admin(cfg), cfg)
+        name = member or f"{socket.gethostname()}-{os.getpid()}"
+        aio.run(serve_publisher(cfg, group, name))
+
+
+@app.command()
+def status(
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    window: Annotated[float, typer.Option(min=0.2, help="Seconds of heartbeats to read.")] = 2.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show which member of each group leads which partitions, and how fresh that is."""
+    import dataclasses
+    import json
+
+    from pricing_ha.status import read_status, render
+
+    with guarded():
+        cfg = load_cli_config(config, bootstrap)
+        members = read_status(cfg, window)
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(m) for m in members], indent=2))
+    else:
+        typer.echo(render(members, cfg.topics.partitions))
+
+
+@app.command()
+def demo(
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Use this broker instead of an embedded one.")
+    ] = None,
+    members: Annotated[int, typer.Option(min=2, help="Members in the NELI group.")] = 3,
+    partitions: Annotated[int, typer.Option(min=1, help="Partitions of the NELI topic.")] = 6,
+    session_ms: Annotated[int, typer.Option(min=1000, help="Session timeout S (ms).")] = 3000,
+) -> None:
+    """Live NELI demonstration: members in separate processes, one killed, leadership moving."""
+    from pricing_ha.neli_demo import run_neli_demo
+
+    result = run_neli_demo(
+        bootstrap=bootstrap, members=members, partitions=partitions, session_ms=session_ms
+    )
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

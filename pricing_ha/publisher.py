@@ -1,0 +1,376 @@
+"""Where prices are published: one member of a publishing group (``pricing-ha run --group p1``).
+
+The member runs full NELI in non-exclusive mode on the shared NELI topic, in its group's own
+consumer group (``pricing.<group>``). For every NELI partition k it leads, it consumes
+``md.quotes[k]``, prices each quote (a pure function, :mod:`pricing_ha.pricing`) and produces
+the canonical bytes to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the
+reason. Quote positions are committed to the group's quote consumer group
+(``pricing.<group>.quotes``) only after everything produced for them is acknowledged, so the
+next leader of k resumes exactly there and never skips a quote (it may re-send a few, which are
+duplicates the relay drops).
+
+Leadership is checked with :meth:`neli.Neli.leads` for every quote at the moment of producing,
+never from a cached flag. All Kafka work on quotes happens in one worker thread; the NELI
+barrier makes a revocation wait until that thread has finished, flushed and committed its
+in-flight batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
+
+from neli import EventKind, LeadershipEvent, Mode, Neli, Variant
+from neli import NeliConfig as LibNeliConfig
+from pricing_ha.config import AppConfig
+from pricing_ha.pricing import ParamsBook, encode_price
+from pricing_ha.quotes import InvalidQuoteError, SequenceGuard, parse_quote
+
+log = logging.getLogger("pricing_ha.publisher")
+
+_BATCH = 500
+_FIRST_WAIT_S = 0.02
+_FLUSH_TIMEOUT_S = 30.0
+
+
+def neli_group_id(group: str) -> str:
+    """The NELI consumer group of publishing group ``group``."""
+    return f"pricing.{group}"
+
+
+def quotes_group_id(group: str) -> str:
+    """The consumer group holding publishing group ``group``'s committed quote positions."""
+    return f"pricing.{group}.quotes"
+
+
+@dataclass
+class PublisherStats:
+    """Counters of one member (read by status and metrics)."""
+
+    priced: int = 0
+    dead_lettered: int = 0
+    not_leader_skips: int = 0
+    delivery_failures: int = 0
+    seq_gaps: int = 0
+    per_partition: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Command:
+    op: str  # "assign" | "unassign"
+    partition: int
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _QuoteWorker:
+    """Consumes, prices, produces and commits, in one thread."""
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        group: str,
+        member: str,
+        leads: Callable[[int], bool],
+        stats: PublisherStats,
+    ) -> None:
+        self._cfg = cfg
+        self._group = group
+        self._member = member
+        self._leads = leads
+        self.stats = stats
+        self._book = ParamsBook.from_config(cfg.pricing)
+        self._guards: dict[int, SequenceGuard] = {}
+        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._active: set[int] = set()
+        self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
+        self._thread = threading.Thread(target=self._run, name=f"quotes-{group}", daemon=True)
+        self.error: BaseException | None = None
+        self.on_failure: Callable[[], object] = lambda: None
+        broker = cfg.broker
+        self._consumer = Consumer(
+            broker.client_config(
+                defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                required={
+                    "group.id": quotes_group_id(group),
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    # A group's first leader starts from the beginning: nothing is skipped.
+                    "auto.offset.reset": "earliest",
+                    "client.id": f"{member}-quotes",
+                },
+            ),
+            logger=log,
+        )
+        self._producer = Producer(
+            broker.client_config(
+                defaults={"linger.ms": 1, "log.connection.close": False},
+                required={
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "partitioner": "murmur2_random",
+                    "client.id": f"{member}-prices",
+                },
+            ),
+            logger=log,
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self, op: str, partition: int) -> threading.Event:
+        cmd = _Command(op, partition)
+        self._commands.put(cmd)
+        return cmd.done
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_FLUSH_TIMEOUT_S + 5)
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._apply_commands()
+                if not self._active:
+                    time.sleep(_FIRST_WAIT_S)
+                    continue
+                first = self._consumer.poll(_FIRST_WAIT_S)
+                if first is None:
+                    continue
+                batch = [first, *self._consumer.consume(_BATCH - 1, 0)]
+                self._process(batch)
+        except BaseException as exc:
+            self.error = exc
+            log.exception("quote worker failed")
+            self.on_failure()
+        finally:
+            self._apply_commands()
+            self._producer.flush(_FLUSH_TIMEOUT_S)
+            self._consumer.close()
+
+    def _apply_commands(self) -> None:
+        quotes = self._cfg.topics.quotes
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            tp = TopicPartition(quotes, cmd.partition, OFFSET_INVALID)  # committed position
+            if cmd.op == "assign" and cmd.partition not in self._active:
+                self._guards[cmd.partition] = SequenceGuard()
+                self._consumer.incremental_assign([tp])
+                self._active.add(cmd.partition)
+            elif cmd.op == "unassign" and cmd.partition in self._active:
+                self._drop(cmd.partition)
+            cmd.done.set()
+
+    def _drop(self, partition: int) -> None:
+        quotes = self._cfg.topics.quotes
+        self._consumer.incremental_unassign([TopicPartition(quotes, partition)])
+        self._active.discard(partition)
+        self._guards.pop(partition, None)
+
+    def _process(self, batch: list[Message]) -> None:
+        topics = self._cfg.topics
+        done: dict[int, int] = {}  # partition -> last offset handled
+        skipped: set[int] = set()
+        for msg in batch:
+            err = msg.error()
+            partition = msg.partition()
+            if err is not None or partition is None:
+                log.warning("quote consumer: %s", err)
+                continue
+            if partition not in self._active or partition in skipped:
+                continue
+            if not self._leads(partition):
+                # Leadership ended between two quotes: stop at once. The position is not
+                # committed past this quote, so whoever leads next starts from here.
+                self.stats.not_leader_skips += 1
+                skipped.add(partition)
+                continue
+            self._handle(msg, partition)
+            offset = msg.offset()
+            if offset is not None:
+                done[partition] = offset
+        self._producer.flush(_FLUSH_TIMEOUT_S)
+        commits = []
+        for partition, last in done.items():
+            failed_at = self._failed.pop(partition, None)
+            if failed_at is not None:
+                # Output failed: replay from the first failed quote (duplicates are harmless).
+                self._consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
+                self._guards[partition] = SequenceGuard()
+                if failed_at > 0:
+                    commits.append(TopicPartition(topics.quotes, partition, failed_at))
+                continue
+            commits.append(TopicPartition(topics.quotes, partition, last + 1))
+        for partition in skipped:
+            if partition in self._active:
+                self._drop(partition)  # re-assigned from the committed position on resume
+        if commits:
+            self._consumer.commit(offsets=commits, asynchronous=True)
+
+    def _handle(self, msg: Message, partition: int) -> None:
+        topics = self._cfg.topics
+        offset = msg.offset() or 0
+        on_delivery = self._delivery_callback(partition, offset)
+        try:
+            quote = parse_quote(msg.value(), msg.key())
+            check = self._guards[partition].check(quote.instrument, quote.seq)
+            if not check.ok:
+                raise InvalidQuoteError(check.reason or "bad sequence")
+            self.stats.seq_gaps += check.gap
+            price = self._book.price(quote)
+        except InvalidQuoteError as exc:
+            self.stats.dead_lettered += 1
+            self._producer.produce(
+                topics.dlq,
+                key=msg.key(),
+                value=msg.value(),
+                partition=partition,
+                headers=[
+                    ("reason", exc.reason.encode()),
+                    ("source.topic", topics.quotes.encode()),
+                    ("source.partition", str(partition).encode()),
+                    ("source.offset", str(offset).encode()),
+                    ("group", self._group.encode()),
+                    ("member", self._member.encode()),
+                ],
+                on_delivery=on_delivery,
+            )
+            return
+        self._producer.produce(
+            topics.raw,
+            key=quote.instrument.encode(),
+            value=encode_price(price),
+            partition=partition,
+            headers=[
+                ("seq", str(price.seq).encode()),
+                ("group", self._group.encode()),
+                ("member", self._member.encode()),
+                ("publish_ns", str(time.time_ns()).encode()),
+            ],
+            on_delivery=on_delivery,
+        )
+        self.stats.priced += 1
+        self.stats.per_partition[partition] = self.stats.per_partition.get(partition, 0) + 1
+
+    def _delivery_callback(
+        self, partition: int, offset: int
+    ) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                self.stats.delivery_failures += 1
+                log.error("output for quote %d/%d not delivered: %s", partition, offset, err)
+                prev = self._failed.get(partition)
+                self._failed[partition] = offset if prev is None else min(prev, offset)
+
+        return delivered
+
+
+class Publisher:
+    """One member of publishing group ``group``.
+
+    Args:
+        cfg: the application configuration.
+        group: the publishing group, e.g. ``"p1"``.
+        member: this member's name (unique within the group).
+    """
+
+    def __init__(self, cfg: AppConfig, group: str, member: str) -> None:
+        """Prepare the member; nothing connects until :meth:`start`."""
+        self.cfg = cfg
+        self.group = group
+        self.member = member
+        self.stats = PublisherStats()
+        n = cfg.neli
+        self.neli = Neli(
+            LibNeliConfig(
+                bootstrap_servers=cfg.broker.bootstrap_servers,
+                group_id=neli_group_id(group),
+                topic=cfg.topics.neli,
+                variant=Variant.FULL,
+                mode=Mode.NON_EXCLUSIVE,
+                session_timeout_ms=n.session_timeout_ms,
+                threshold_ms=n.threshold_ms,
+                pulse_interval_ms=n.pulse_interval_ms,
+                expected_partitions=cfg.topics.partitions,
+                member_name=f"{group}/{member}",
+                kafka=dict(cfg.broker.librdkafka),
+                start_timeout_ms=cfg.broker.connect_timeout_ms,
+            )
+        )
+        self._worker = _QuoteWorker(cfg, group, member, self.neli.leads, self.stats)
+        self.neli.add_barrier(self._on_leadership)
+
+    async def _on_leadership(self, event: LeadershipEvent) -> None:
+        if event.kind.gains:
+            self._worker.request("assign", event.partition)
+        elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
+            done = self._worker.request("unassign", event.partition)
+            # Barrier: the revocation completes only after in-flight quotes are flushed.
+            await asyncio.to_thread(done.wait, _FLUSH_TIMEOUT_S)
+
+    async def start(self) -> None:
+        """Join the NELI group and start the quote worker."""
+        loop = asyncio.get_running_loop()
+        self._worker_failed = asyncio.Event()
+        self._worker.on_failure = lambda: loop.call_soon_threadsafe(self._worker_failed.set)
+        self._worker.start()
+        try:
+            await self.neli.start()
+        except BaseException:
+            await asyncio.to_thread(self._worker.stop)
+            raise
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set or a background job fails (then raise its error)."""
+        failed = asyncio.create_task(self.neli.wait())
+        stopping = asyncio.create_task(stop.wait())
+        worker_dead = asyncio.create_task(self._worker_failed.wait())
+        await asyncio.wait([failed, stopping, worker_dead], return_when=asyncio.FIRST_COMPLETED)
+        for task in (failed, stopping, worker_dead):
+            task.cancel()
+        if failed.done() and not failed.cancelled() and failed.exception() is not None:
+            raise failed.exception()  # type: ignore[misc]
+        if self._worker.error is not None:
+            raise self._worker.error
+
+    async def close(self) -> None:
+        """Stop leading (handing over), flush everything, leave the group."""
+        with contextlib.suppress(Exception):
+            await self.neli.close()
+        await asyncio.to_thread(self._worker.stop)
+
+    def status(self) -> dict[str, object]:
+        """Leadership and counters."""
+        return {**self.neli.status(), "stats": self.stats.__dict__.copy()}
+
+
+async def serve_publisher(
+    cfg: AppConfig, group: str, member: str, stop: asyncio.Event | None = None
+) -> None:
+    """Run one publisher member until SIGTERM/SIGINT (or ``stop``), then shut down cleanly."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    publisher = Publisher(cfg, group, member)
+    await publisher.start()
+    log.info("publisher %s/%s started (NELI group %s)", group, member, neli_group_id(group))
+    try:
+        await publisher.run_until(stop)
+    finally:
+        await publisher.close()
+        log.info("publisher %s/%s stopped: %s", group, member, publisher.stats)

@@ -1,0 +1,111 @@
+"""Shared fixtures: a Kafka-protocol broker, unique names and throwaway topics.
+
+Integration tests run against an embedded Tansu broker started once per session, or against a
+real Apache Kafka when ``PRICING_HA_BOOTSTRAP`` is set (``host:port[,host:port]``). Every test
+under ``tests/integration`` is marked ``integration`` automatically.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pricing_ha.embedded_broker import EmbeddedBroker
+
+BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
+_INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+
+class TopicFactory(Protocol):
+    """Signature of the ``topic_factory`` fixture."""
+
+    def __call__(self, partitions: int, config: dict[str, str] | None = None) -> str:
+        """Create a uniquely named topic and return its name."""
+        ...
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test collected from ``tests/integration`` with ``integration``."""
+    for item in items:
+        if _INTEGRATION_DIR in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's ``bootstrap.servers``: ``$PRICING_HA_BOOTSTRAP`` or an embedded broker."""
+    external = os.environ.get(BOOTSTRAP_ENV)
+    if external:
+        yield external
+        return
+    with EmbeddedBroker(log_dir=tmp_path_factory.mktemp("tansu-session")) as broker:
+        yield broker.bootstrap
+
+
+@pytest.fixture
+def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A broker owned by one test, which may pause, resume or stop it."""
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip(f"needs a broker it can pause or kill; {BOOTSTRAP_ENV} points elsewhere")
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        yield broker
+
+
+@pytest.fixture
+def unique_name() -> Callable[[str], str]:
+    """Return a function making names like ``prefix-1f2e3d4c5b6a`` for topics and groups."""
+
+    def make(prefix: str = "test") -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+    return make
+
+
+@pytest.fixture
+def topic_factory(bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[TopicFactory]:
+    """Create uniquely named topics on the session broker; delete them after the test."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    created: list[str] = []
+
+    def create(partitions: int, config: dict[str, str] | None = None) -> str:
+        name = unique_name("topic")
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+            operation_timeout=10,
+        )
+        futures[name].result(timeout=15)
+        created.append(name)
+        _wait_for_partitions(admin, name, partitions)
+        return name
+
+    yield create
+
+    if created:
+        for future in admin.delete_topics(created, operation_timeout=10).values():
+            try:
+                future.result(timeout=15)
+            except KafkaException as exc:  # best effort: a leftover topic harms nobody
+                print(f"could not delete a test topic: {exc}")
+
+
+def _wait_for_partitions(admin: AdminClient, topic: str, partitions: int) -> None:
+    """Block until metadata lists ``topic`` with ``partitions`` partitions, or fail the test."""
+    deadline = time.monotonic() + 15
+    seen: int | None = None
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None:
+            seen = len(meta.partitions)
+            if seen == partitions:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"topic {topic} has {seen} partitions in metadata, expected {partitions}")

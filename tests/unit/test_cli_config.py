@@ -1,0 +1,44 @@
+"""Commands report configuration errors cleanly: message, no traceback, exit status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pricing_ha.cli import app
+
+
+@pytest.mark.parametrize("command", [["feed"], ["topics", "create"], ["topics", "check"]])
+def test_bad_config_file_exits_2_with_message(tmp_path: Path, command: list[str]) -> None:
+    """An invalid config file gives its path, key and problem on stderr and exit status 2."""
+    path = tmp_path / "bad.toml"
+    path.write_text("[neli]\nthreshold_ms = 1000\n")
+    result = CliRunner().invoke(app, [*command, "--config", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}: neli.threshold_ms:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_bad_environment_override_names_the_variable() -> None:
+    """A malformed PRICING_HA__ variable is reported by name."""
+    result = CliRunner().invoke(
+        app, ["topics", "check"], env={"PRICING_HA__NELI__PULSE_INTERVAL_MS": "fast"}
+    )
+    assert result.exit_code == 2
+    assert "environment variable PRICING_HA__NELI__PULSE_INTERVAL_MS" in result.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    """A --config path that does not exist is a configuration error, not a traceback."""
+    result = CliRunner().invoke(app, ["topics", "check", "--config", str(tmp_path / "x.toml")])
+    assert result.exit_code == 2
+    assert "cannot read" in result.stderr
+
+
+def test_feed_option_out_of_range_exits_2() -> None:
+    """--instruments 0 is refused as a configuration error naming the option's key."""
+    result = CliRunner().invoke(app, ["feed", "--instruments", "0"], env={})
+    assert result.exit_code == 2
+    assert "command line: feed.instruments" in result.stderr

@@ -1,0 +1,108 @@
+"""Heartbeat records: encoding, decoding and what is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from neli import Heartbeat, HeartbeatDecodeError
+
+HB = Heartbeat(
+    group="p1",
+    member_id="host-1/abcdef012345",
+    member_name="host-1",
+    incarnation=7,
+    counter=42,
+    sent_mono=1234.5,
+    sent_wall=1_700_000_000.25,
+    led=(0, 3, 5),
+    meta={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+)
+
+
+def _doc(**changes: object) -> bytes:
+    """HB's encoding with fields changed (a value of None removes the field)."""
+    doc = json.loads(HB.encode())
+    for key, value in changes.items():
+        if value is None:
+            doc.pop(key)
+        else:
+            doc[key] = value
+    return json.dumps(doc).encode()
+
+
+def test_round_trip_keeps_every_field() -> None:
+    """decode(encode(hb)) == hb, including led and meta."""
+    assert Heartbeat.decode(HB.encode()) == HB
+
+
+def test_round_trip_without_led_and_meta() -> None:
+    """A heartbeat with no led partitions and no meta round-trips to empty led and meta."""
+    hb = Heartbeat(
+        group="g",
+        member_id="m/1",
+        member_name="m",
+        incarnation=0,
+        counter=1,
+        sent_mono=0.5,
+        sent_wall=1.5,
+    )
+    decoded = Heartbeat.decode(hb.encode())
+    assert decoded == hb
+    assert decoded.led == ()
+    assert decoded.meta == {}
+
+
+def test_encoding_is_compact_versioned_json() -> None:
+    """The value is compact JSON carrying version 1 and omitting meta when empty."""
+    data = HB.encode()
+    assert b" " not in data
+    doc = json.loads(data)
+    assert doc["v"] == 1
+    assert doc["l"] == [0, 3, 5]
+    no_meta = dataclasses.replace(HB, meta={})
+    assert "x" not in json.loads(no_meta.encode())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(None, id="none"),
+        pytest.param(b"", id="empty"),
+        pytest.param(b"\xff\xfe\x00garbage", id="binary-garbage"),
+        pytest.param(b"not json", id="text-garbage"),
+        pytest.param(b"[1, 2, 3]", id="json-list"),
+        pytest.param(b"null", id="json-null"),
+        pytest.param(b"42", id="json-number"),
+        pytest.param(_doc(v=2), id="wrong-version"),
+        pytest.param(_doc(v=None), id="no-version"),
+        pytest.param(_doc(m=None), id="missing-member-id"),
+        pytest.param(_doc(g=None), id="missing-group"),
+        pytest.param(_doc(sm=None), id="missing-sent-mono"),
+        pytest.param(_doc(sw=None), id="missing-sent-wall"),
+        pytest.param(_doc(i="seven"), id="bad-incarnation"),
+        pytest.param(_doc(l=5), id="led-not-a-list"),
+        pytest.param(_doc(l=["x"]), id="led-not-ints"),
+        pytest.param(_doc(x="meta"), id="meta-not-a-mapping"),
+    ],
+)
+def test_decode_refuses_what_is_not_a_heartbeat(data: bytes | None) -> None:
+    """Anything but a well-formed version-1 heartbeat raises HeartbeatDecodeError."""
+    with pytest.raises(HeartbeatDecodeError):
+        Heartbeat.decode(data)
+
+
+def test_decode_error_names_the_version() -> None:
+    """A heartbeat of an unknown version is refused with that version in the message."""
+    with pytest.raises(HeartbeatDecodeError, match="unknown heartbeat version 2"):
+        Heartbeat.decode(_doc(v=2))
+
+
+def test_decode_error_is_a_value_error_chained_to_its_cause() -> None:
+    """HeartbeatDecodeError is a ValueError and keeps the underlying error as its cause."""
+    with pytest.raises(HeartbeatDecodeError) as info:
+        Heartbeat.decode(_doc(m=None))
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value.__cause__, KeyError)
