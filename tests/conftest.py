@@ -24,7 +24,6 @@ BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 
 
-
 class TopicFactory(Protocol):
     """Signature of the ``topic_factory`` fixture."""
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pricing_ha import leadership_log
+from pricing_ha import leadership_log, local_cluster
 from pricing_ha.leadership_log import MemberLog
 from pricing_ha.procs import Proc, ProcessGroup
 
-#: S for the tests. Tansu is stable from 1000 ms; 3000 ms leaves margin. A real Kafka cluster
-#: enforces group.min.session.timeout.ms (6000 by default): set this to match it.
-SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
+#: S for the tests (PRICING_HA_TEST_SESSION_MS). Tansu is stable from 1000 ms; 3000 ms leaves
+#: margin. A real Kafka enforces group.min.session.timeout.ms (6000 by default): match it.
+SESSION_MS = local_cluster.SESSION_MS
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> float:

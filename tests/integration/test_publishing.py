@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pricing_ha.procs import ProcessGroup
-from tests.integration.pricing_harness import (
+from pricing_ha.local_cluster import (
     PricingCluster,
     Record,
     by_group,
     missing,
     wait_for,
 )
+from pricing_ha.procs import ProcessGroup
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
 TICK_S = 0.1  # the feed's interval per instrument in these tests (10 Hz)

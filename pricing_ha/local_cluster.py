@@ -1,8 +1,15 @@
-"""Running the pricing processes (feed, publishers) as OS processes and reading their topics."""
+"""A local pricing deployment: unique topics, processes started as OS processes, topic reads.
+
+Used by the demo, the integration tests and the benchmarks: :class:`PricingCluster` writes a
+configuration with unique topic names, starts ``pricing-ha`` commands as supervised processes
+(stopped by PID when the :class:`~pricing_ha.procs.ProcessGroup` closes) and reads whole
+topics back so that what happened can be judged from the data.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -16,7 +23,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.procs import Proc, ProcessGroup
-from tests.integration.neli_harness import SESSION_MS
+
+#: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
+SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,14 @@ class Record:
     value: bytes | None
     headers: dict[str, str]
     timestamp_ms: int
+
+
+def header_dict(headers: Any) -> dict[str, str]:
+    """Kafka headers as a dict of text (the last value of a repeated header wins)."""
+    out: dict[str, str] = {}
+    for k, v in headers or ():
+        out[k] = v.decode() if isinstance(v, bytes) else (v or "")
+    return out
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5) -> list[Record]:
@@ -51,13 +68,14 @@ def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5)
             for msg in batch:
                 if msg.error() is not None:
                     continue
-                headers = {k: (v or b"").decode() for k, v in (msg.headers() or [])}
+                headers = header_dict(msg.headers())
+                key, value = msg.key(), msg.value()
                 out.append(
                     Record(
                         msg.partition() or 0,
                         msg.offset() or 0,
-                        msg.key(),
-                        msg.value(),
+                        key.encode() if isinstance(key, str) else key,
+                        value.encode() if isinstance(value, str) else value,
                         headers,
                         msg.timestamp()[1],
                     )
