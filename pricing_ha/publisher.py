@@ -18,28 +18,21 @@ in-flight batch.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import queue
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
 
-from neli import EventKind, LeadershipEvent, Mode, Neli, Variant
+from neli import Mode, Neli, Variant
 from neli import NeliConfig as LibNeliConfig
 from pricing_ha.config import AppConfig
+from pricing_ha.partition_worker import FLUSH_TIMEOUT_S, PartitionWorker, WorkerMember, serve
 from pricing_ha.pricing import ParamsBook, encode_price
 from pricing_ha.quotes import InvalidQuoteError, SequenceGuard, parse_quote
 
 log = logging.getLogger("pricing_ha.publisher")
-
-_BATCH = 500
-_FIRST_WAIT_S = 0.02
-_FLUSH_TIMEOUT_S = 30.0
 
 
 def neli_group_id(group: str) -> str:
@@ -64,15 +57,8 @@ class PublisherStats:
     per_partition: dict[int, int] = field(default_factory=dict)
 
 
-@dataclass
-class _Command:
-    op: str  # "assign" | "unassign"
-    partition: int
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class _QuoteWorker:
-    """Consumes, prices, produces and commits, in one thread."""
+class _QuoteWorker(PartitionWorker):
+    """Consumes quotes, prices them, produces prices and commits, in one thread."""
 
     def __init__(
         self,
@@ -82,6 +68,24 @@ class _QuoteWorker:
         leads: Callable[[int], bool],
         stats: PublisherStats,
     ) -> None:
+        broker = cfg.broker
+        super().__init__(
+            f"quotes-{group}",
+            Consumer(
+                broker.client_config(
+                    defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                    required={
+                        "group.id": quotes_group_id(group),
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        # A group's first leader starts from the beginning: nothing is skipped.
+                        "auto.offset.reset": "earliest",
+                        "client.id": f"{member}-quotes",
+                    },
+                ),
+                logger=log,
+            ),
+        )
         self._cfg = cfg
         self._group = group
         self._member = member
@@ -89,28 +93,7 @@ class _QuoteWorker:
         self.stats = stats
         self._book = ParamsBook.from_config(cfg.pricing)
         self._guards: dict[int, SequenceGuard] = {}
-        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._active: set[int] = set()
         self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
-        self._thread = threading.Thread(target=self._run, name=f"quotes-{group}", daemon=True)
-        self.error: BaseException | None = None
-        self.on_failure: Callable[[], object] = lambda: None
-        broker = cfg.broker
-        self._consumer = Consumer(
-            broker.client_config(
-                defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
-                required={
-                    "group.id": quotes_group_id(group),
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    # A group's first leader starts from the beginning: nothing is skipped.
-                    "auto.offset.reset": "earliest",
-                    "client.id": f"{member}-quotes",
-                },
-            ),
-            logger=log,
-        )
         self._producer = Producer(
             broker.client_config(
                 defaults={"linger.ms": 1, "log.connection.close": False},
@@ -124,64 +107,24 @@ class _QuoteWorker:
             logger=log,
         )
 
-    def start(self) -> None:
-        self._thread.start()
+    def assign(self, partition: int) -> None:
+        """Consume ``md.quotes[partition]`` from the group's committed position."""
+        self._guards[partition] = SequenceGuard()
+        tp = TopicPartition(self._cfg.topics.quotes, partition, OFFSET_INVALID)
+        self.consumer.incremental_assign([tp])
 
-    def request(self, op: str, partition: int) -> threading.Event:
-        cmd = _Command(op, partition)
-        self._commands.put(cmd)
-        return cmd.done
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=_FLUSH_TIMEOUT_S + 5)
-
-    # -- the thread ---------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._apply_commands()
-                if not self._active:
-                    time.sleep(_FIRST_WAIT_S)
-                    continue
-                first = self._consumer.poll(_FIRST_WAIT_S)
-                if first is None:
-                    continue
-                batch = [first, *self._consumer.consume(_BATCH - 1, 0)]
-                self._process(batch)
-        except BaseException as exc:
-            self.error = exc
-            log.exception("quote worker failed")
-            self.on_failure()
-        finally:
-            self._apply_commands()
-            self._producer.flush(_FLUSH_TIMEOUT_S)
-            self._consumer.close()
-
-    def _apply_commands(self) -> None:
-        quotes = self._cfg.topics.quotes
-        while True:
-            try:
-                cmd = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            tp = TopicPartition(quotes, cmd.partition, OFFSET_INVALID)  # committed position
-            if cmd.op == "assign" and cmd.partition not in self._active:
-                self._guards[cmd.partition] = SequenceGuard()
-                self._consumer.incremental_assign([tp])
-                self._active.add(cmd.partition)
-            elif cmd.op == "unassign" and cmd.partition in self._active:
-                self._drop(cmd.partition)
-            cmd.done.set()
-
-    def _drop(self, partition: int) -> None:
-        quotes = self._cfg.topics.quotes
-        self._consumer.incremental_unassign([TopicPartition(quotes, partition)])
-        self._active.discard(partition)
+    def unassign(self, partition: int) -> None:
+        """Stop consuming ``md.quotes[partition]``."""
+        self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.quotes, partition)])
         self._guards.pop(partition, None)
 
-    def _process(self, batch: list[Message]) -> None:
+    def close_clients(self) -> None:
+        """Flush prices, then close the quote consumer."""
+        self._producer.flush(FLUSH_TIMEOUT_S)
+        self.consumer.close()
+
+    def process(self, batch: list[Message]) -> None:
+        """Price a batch, flush, and commit the quote positions whose output was acknowledged."""
         topics = self._cfg.topics
         done: dict[int, int] = {}  # partition -> last offset handled
         skipped: set[int] = set()
@@ -191,7 +134,7 @@ class _QuoteWorker:
             if err is not None or partition is None:
                 log.warning("quote consumer: %s", err)
                 continue
-            if partition not in self._active or partition in skipped:
+            if partition not in self.active or partition in skipped:
                 continue
             if not self._leads(partition):
                 # Leadership ended between two quotes: stop at once. The position is not
@@ -203,23 +146,25 @@ class _QuoteWorker:
             offset = msg.offset()
             if offset is not None:
                 done[partition] = offset
-        self._producer.flush(_FLUSH_TIMEOUT_S)
+        self._producer.flush(FLUSH_TIMEOUT_S)
         commits = []
         for partition, last in done.items():
             failed_at = self._failed.pop(partition, None)
             if failed_at is not None:
                 # Output failed: replay from the first failed quote (duplicates are harmless).
-                self._consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
+                self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
                 self._guards[partition] = SequenceGuard()
                 if failed_at > 0:
                     commits.append(TopicPartition(topics.quotes, partition, failed_at))
                 continue
             commits.append(TopicPartition(topics.quotes, partition, last + 1))
         for partition in skipped:
-            if partition in self._active:
-                self._drop(partition)  # re-assigned from the committed position on resume
+            if partition in self.active:
+                # Re-assigned from the committed position when leadership comes back.
+                self.unassign(partition)
+                self.active.discard(partition)
         if commits:
-            self._consumer.commit(offsets=commits, asynchronous=True)
+            self.consumer.commit(offsets=commits, asynchronous=True)
 
     def _handle(self, msg: Message, partition: int) -> None:
         topics = self._cfg.topics
@@ -279,7 +224,7 @@ class _QuoteWorker:
         return delivered
 
 
-class Publisher:
+class Publisher(WorkerMember):
     """One member of publishing group ``group``.
 
     Args:
@@ -295,7 +240,7 @@ class Publisher:
         self.member = member
         self.stats = PublisherStats()
         n = cfg.neli
-        self.neli = Neli(
+        neli = Neli(
             LibNeliConfig(
                 bootstrap_servers=cfg.broker.bootstrap_servers,
                 group_id=neli_group_id(group),
@@ -311,47 +256,7 @@ class Publisher:
                 start_timeout_ms=cfg.broker.connect_timeout_ms,
             )
         )
-        self._worker = _QuoteWorker(cfg, group, member, self.neli.leads, self.stats)
-        self.neli.add_barrier(self._on_leadership)
-
-    async def _on_leadership(self, event: LeadershipEvent) -> None:
-        if event.kind.gains:
-            self._worker.request("assign", event.partition)
-        elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
-            done = self._worker.request("unassign", event.partition)
-            # Barrier: the revocation completes only after in-flight quotes are flushed.
-            await asyncio.to_thread(done.wait, _FLUSH_TIMEOUT_S)
-
-    async def start(self) -> None:
-        """Join the NELI group and start the quote worker."""
-        loop = asyncio.get_running_loop()
-        self._worker_failed = asyncio.Event()
-        self._worker.on_failure = lambda: loop.call_soon_threadsafe(self._worker_failed.set)
-        self._worker.start()
-        try:
-            await self.neli.start()
-        except BaseException:
-            await asyncio.to_thread(self._worker.stop)
-            raise
-
-    async def run_until(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set or a background job fails (then raise its error)."""
-        failed = asyncio.create_task(self.neli.wait())
-        stopping = asyncio.create_task(stop.wait())
-        worker_dead = asyncio.create_task(self._worker_failed.wait())
-        await asyncio.wait([failed, stopping, worker_dead], return_when=asyncio.FIRST_COMPLETED)
-        for task in (failed, stopping, worker_dead):
-            task.cancel()
-        if failed.done() and not failed.cancelled() and failed.exception() is not None:
-            raise failed.exception()  # type: ignore[misc]
-        if self._worker.error is not None:
-            raise self._worker.error
-
-    async def close(self) -> None:
-        """Stop leading (handing over), flush everything, leave the group."""
-        with contextlib.suppress(Exception):
-            await self.neli.close()
-        await asyncio.to_thread(self._worker.stop)
+        super().__init__(neli, _QuoteWorker(cfg, group, member, neli.leads, self.stats))
 
     def status(self) -> dict[str, object]:
         """Leadership and counters."""
@@ -362,15 +267,8 @@ async def serve_publisher(
     cfg: AppConfig, group: str, member: str, stop: asyncio.Event | None = None
 ) -> None:
     """Run one publisher member until SIGTERM/SIGINT (or ``stop``), then shut down cleanly."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     publisher = Publisher(cfg, group, member)
-    await publisher.start()
-    log.info("publisher %s/%s started (NELI group %s)", group, member, neli_group_id(group))
     try:
-        await publisher.run_until(stop)
+        await serve(publisher, f"publisher {group}/{member} ({neli_group_id(group)})", stop)
     finally:
-        await publisher.close()
-        log.info("publisher %s/%s stopped: %s", group, member, publisher.stats)
+        log.info("publisher %s/%s: %s", group, member, publisher.stats)

@@ -1,0 +1,202 @@
+"""A worker thread that does the Kafka work for the NELI partitions its process leads.
+
+Publishers and relays share this shape: NELI decides which partitions the process leads; for
+each led partition one consumer (assigned by hand) reads the partition's input and the worker
+produces output, then commits. Everything Kafka happens in this one thread, so the consumer is
+never used concurrently. Leadership changes arrive as commands from the event loop:
+
+* gain  -> ``assign(k)``: the subclass rebuilds what it needs and starts consuming k;
+* loss  -> ``unassign(k)``: applied between batches, so in-flight work is flushed and committed
+  first; the event-loop side awaits the returned event, which is what makes NELI's barrier
+  hold a revocation until then (:meth:`barrier_handler`).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Message
+
+from neli import EventKind, LeadershipEvent, Neli
+
+log = logging.getLogger("pricing_ha.worker")
+
+BATCH = 500
+FIRST_WAIT_S = 0.02
+FLUSH_TIMEOUT_S = 30.0
+
+
+@dataclass
+class _Command:
+    op: str  # "assign" | "unassign"
+    partition: int
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class PartitionWorker(abc.ABC):
+    """Base class: command queue, the thread, failure reporting."""
+
+    def __init__(self, name: str, consumer: Consumer) -> None:
+        """Create the worker around ``consumer`` (the input consumer, assigned by hand)."""
+        self.consumer = consumer
+        self.active: set[int] = set()
+        self.error: BaseException | None = None
+        self.on_failure: Callable[[], object] = lambda: None
+        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    # -- to implement -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def assign(self, partition: int) -> None:
+        """Start working on ``partition`` (add it to the consumer's assignment)."""
+
+    @abc.abstractmethod
+    def unassign(self, partition: int) -> None:
+        """Stop working on ``partition`` (its in-flight output is already flushed)."""
+
+    @abc.abstractmethod
+    def process(self, batch: list[Message]) -> None:
+        """Handle one batch of input, flush its output and commit its input positions."""
+
+    def idle(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called when a poll returned nothing (e.g. to expire time-based state)."""
+
+    def close_clients(self) -> None:
+        """Flush and close the clients at the end of the thread."""
+        self.consumer.close()
+
+    # -- machinery ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def request(self, op: str, partition: int) -> threading.Event:
+        """Queue an assign/unassign; the event is set once it has been applied."""
+        cmd = _Command(op, partition)
+        self._commands.put(cmd)
+        return cmd.done
+
+    def stop(self) -> None:
+        """Stop the thread after its current batch, then flush and close."""
+        self._stop.set()
+        self._thread.join(timeout=FLUSH_TIMEOUT_S + 5)
+
+    async def barrier_handler(self, event: LeadershipEvent) -> None:
+        """A NELI barrier handler: gains assign; losses unassign and wait until applied."""
+        if event.kind.gains:
+            self.request("assign", event.partition)
+        elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
+            done = self.request("unassign", event.partition)
+            await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._apply_commands()
+                if not self.active:
+                    time.sleep(FIRST_WAIT_S)
+                    continue
+                first = self.consumer.poll(FIRST_WAIT_S)
+                if first is None:
+                    self.idle()
+                    continue
+                self.process([first, *self.consumer.consume(BATCH - 1, 0)])
+        except BaseException as exc:
+            self.error = exc
+            log.exception("%s failed", self._thread.name)
+            self.on_failure()
+        finally:
+            self._apply_commands()
+            self.close_clients()
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if cmd.op == "assign" and cmd.partition not in self.active:
+                self.assign(cmd.partition)
+                self.active.add(cmd.partition)
+            elif cmd.op == "unassign" and cmd.partition in self.active:
+                self.unassign(cmd.partition)
+                self.active.discard(cmd.partition)
+            cmd.done.set()
+
+
+class WorkerMember:
+    """A NELI member whose led partitions are worked on by a :class:`PartitionWorker`.
+
+    Args:
+        neli: the NELI member (not started).
+        worker: the worker (not started).
+    """
+
+    def __init__(self, neli: Neli, worker: PartitionWorker) -> None:
+        """Tie ``worker`` to ``neli``'s leadership through the barrier."""
+        self.neli = neli
+        self.worker = worker
+        self._worker_failed: asyncio.Event | None = None
+        neli.add_barrier(worker.barrier_handler)
+
+    async def start(self) -> None:
+        """Start the worker, then join the NELI group."""
+        loop = asyncio.get_running_loop()
+        failed = self._worker_failed = asyncio.Event()
+        self.worker.on_failure = lambda: loop.call_soon_threadsafe(failed.set)
+        self.worker.start()
+        try:
+            await self.neli.start()
+        except BaseException:
+            await asyncio.to_thread(self.worker.stop)
+            raise
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set; raise the error of NELI or the worker if one fails."""
+        assert self._worker_failed is not None, "start() first"
+        tasks = [
+            asyncio.create_task(self.neli.wait()),
+            asyncio.create_task(stop.wait()),
+            asyncio.create_task(self._worker_failed.wait()),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        neli_done = tasks[0]
+        if neli_done.done() and not neli_done.cancelled() and neli_done.exception() is not None:
+            raise neli_done.exception()  # type: ignore[misc]
+        if self.worker.error is not None:
+            raise self.worker.error
+
+    async def close(self) -> None:
+        """Stop leading (the barrier flushes in-flight work), leave the group, stop the worker."""
+        try:
+            await self.neli.close()
+        finally:
+            await asyncio.to_thread(self.worker.stop)
+
+
+async def serve(member: WorkerMember, what: str, stop: asyncio.Event | None = None) -> None:
+    """Run ``member`` until SIGTERM/SIGINT (or ``stop``), then shut it down cleanly."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await member.start()
+    log.info("%s started", what)
+    try:
+        await member.run_until(stop)
+    finally:
+        await member.close()
+        log.info("%s stopped", what)
