@@ -141,6 +141,30 @@ def run(
 
 
 @app.command()
+def dedupe(
+    member: Annotated[str | None, typer.Option(help="Member name (default: host-pid).")] = None,
+    group: Annotated[str, typer.Option(help="Relay group (one per deployment).")] = "relay",
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Run one relay member: exclusive owner per partition, writes deduplicated `prices`."""
+    import logging
+    import os
+    import socket
+
+    from pricing_ha import aio
+    from pricing_ha.relay import serve_relay
+    from pricing_ha.topics import check_layout, make_admin
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    with guarded():
+        cfg = load_cli_config(config, bootstrap)
+        check_layout(make_admin(cfg), cfg)
+        name = member or f"{socket.gethostname()}-{os.getpid()}"
+        aio.run(serve_relay(cfg, name, group))
+
+
+@app.command()
 def status(
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,

@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from pricing_ha.kafka_headers import header_dict
 from pricing_ha.procs import Proc, ProcessGroup
 
 #: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
@@ -40,14 +41,6 @@ class Record:
     timestamp_ms: int
 
 
-def header_dict(headers: Any) -> dict[str, str]:
-    """Kafka headers as a dict of text (the last value of a repeated header wins)."""
-    out: dict[str, str] = {}
-    for k, v in headers or ():
-        out[k] = v.decode() if isinstance(v, bytes) else (v or "")
-    return out
-
-
 def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5) -> list[Record]:
     """Everything on ``topic``, from the beginning, until nothing new arrives for ``idle_s``."""
     consumer = Consumer(
@@ -61,7 +54,8 @@ def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5)
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[Record] = []
-    last_new = time.monotonic()
+    # The first fetch (offset look-up, connection) can take longer than the idle window.
+    last_new = time.monotonic() + max(0.0, 1.0 - idle_s)
     try:
         while time.monotonic() - last_new < idle_s:
             batch = consumer.consume(1000, 0.2)
@@ -147,6 +141,12 @@ class PricingCluster:
         """Start one publisher member."""
         return self.cli(
             f"{group}-{member}", "run", "--group", self.group(group), "--member", member
+        )
+
+    def relay(self, member: str) -> Proc:
+        """Start one relay member (of this cluster's own relay group)."""
+        return self.cli(
+            f"relay-{member}", "dedupe", "--group", self.group("relay"), "--member", member
         )
 
     def feed(self, *, instruments: int, rate: float, duration: float) -> Proc:

@@ -20,7 +20,9 @@ from neli._tracker import Transition
 from tests.unit.neli_tracker_harness import COMBOS, ME, OTHER, Member, T
 
 PARTITIONS = range(4)
-STEPS = 1000
+#: Long enough for every history to reach every transition: exclusive members (fast ones too)
+#: wait T after each assignment, so a RESUMED after a FENCED within one assignment is rare.
+STEPS = 3000
 SEEDS = [7, 1234, 20240601]
 
 #: Which kinds may follow the last kind reported for a partition (None: nothing reported yet).

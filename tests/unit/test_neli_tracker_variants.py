@@ -180,6 +180,8 @@ def test_fast_ignores_other_members_heartbeats(mode: Mode) -> None:
     """The fast variant ignores other members' heartbeats, even with a matching incarnation."""
     m = Member(Variant.FAST, mode)
     m.assign(P)
+    if mode is Mode.EXCLUSIVE:
+        m.advance(T)  # past the grace period, so only the missing own heartbeat stops it
     m.beat(P, member_id=OTHER, incarnation=m.tracker.incarnation(P))
     assert not m.leads(P)
     assert m.why_not(P) == "no heartbeat yet"
@@ -201,6 +203,9 @@ def test_fast_ignores_own_heartbeats_from_an_earlier_incarnation(mode: Mode) -> 
     m.observe(P, echo)
     assert not m.leads(P)
     assert m.why_not(P) == "no heartbeat yet"
+    if mode is Mode.EXCLUSIVE:
+        m.advance(T)  # past the new assignment's grace period: the echo still did not count
+        assert m.why_not(P) == "no heartbeat yet"
     m.beat(P)
     assert m.leads(P)
 
@@ -210,6 +215,8 @@ def test_fast_freshness_is_own_send_time(mode: Mode) -> None:
     """Fast freshness is the monotonic time the own heartbeat was sent, not receipt or publish."""
     m = Member(Variant.FAST, mode)
     m.assign(P)
+    if mode is Mode.EXCLUSIVE:
+        m.advance(T)  # past the grace period
     m.beat(P, age=T)
     assert not m.leads(P)
     assert m.why_not(P) == "own heartbeat not returned"
@@ -217,6 +224,31 @@ def test_fast_freshness_is_own_send_time(mode: Mode) -> None:
     assert m.leads(P)
     m.advance(EPS)
     assert not m.leads(P)
+
+
+def test_fast_exclusive_grace_period_after_assignment() -> None:
+    """Fast exclusive waits T after a new assignment, even with its own fresh heartbeats back.
+
+    A previous owner that lost the coordinator but not the broker still sees its own heartbeats
+    return until its session is declared lost, about when the partition is reassigned.
+    """
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.assign(P)
+    m.beat(P)
+    assert not m.leads(P)
+    assert m.why_not(P) == "grace period"
+    m.advance(T - EPS, beat=P)
+    assert not m.leads(P)
+    assert m.why_not(P) == "grace period"
+    assert m.tracker.freshness(m.mono, m.wall) == {P: 0.0}  # its own heartbeat just came back
+    assert m.evaluate() == []
+    m.advance(EPS)  # exactly T after the assignment; the last own heartbeat is EPS old
+    assert m.leads(P)
+    assert [t.kind for t in m.evaluate()] == [EventKind.ACQUIRED]
+    m.revoke(P)
+    m.assign(P)
+    m.beat(P)
+    assert m.why_not(P) == "grace period"  # a new assignment (incarnation) waits again
 
 
 def test_incarnation_is_per_assignment() -> None:
@@ -284,6 +316,7 @@ def test_exclusive_member_does_not_lead_before_its_first_tick() -> None:
     m = Member(Variant.FAST, Mode.EXCLUSIVE)
     tracker.assign([P], m.mono)
     inc = tracker.incarnation(P)
+    m.jump(T)  # past the grace period, with no tick yet
     tracker.observe(P, m.heartbeat(P, incarnation=inc), m.wall, m.mono)
     assert tracker.why_not(P, m.mono, m.wall) == "stalled"
     tracker.tick(m.mono)
