@@ -4,7 +4,9 @@ Leadership is *induced* from a Kafka consumer group's partition assignment: ever
 group subscribes to one topic of M partitions, and a member leads partition ``i`` while its
 observations of ``i`` are fresher than a threshold T. A role (any key) is led by the leader of
 partition ``murmur2(role) mod M``. See :class:`Neli`, :class:`NeliConfig` and
-:mod:`neli._tracker` for exactly when leadership can no longer be trusted.
+:mod:`neli._tracker` for exactly when leadership can no longer be trusted, and
+:func:`trace_leadership` for OpenTelemetry traces of every transition (``opentelemetry-api``,
+optional).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from neli._heartbeat import Heartbeat, HeartbeatDecodeError
 from neli._roles import KAFKA_PARTITIONER, murmur2, role_index, role_partition
 from neli._runtime import Neli
 from neli._tasks import LeaderTasks, TaskFactory
+from neli._telemetry import LeadershipTracing, trace_leadership
 
 __all__ = [
     "KAFKA_PARTITIONER",
@@ -35,6 +38,7 @@ __all__ = [
     "HeartbeatDecodeError",
     "LeaderTasks",
     "LeadershipEvent",
+    "LeadershipTracing",
     "Mode",
     "Neli",
     "NeliClosedError",
@@ -48,4 +52,5 @@ __all__ = [
     "murmur2",
     "role_index",
     "role_partition",
+    "trace_leadership",
 ]

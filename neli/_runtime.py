@@ -77,7 +77,7 @@ class Neli:
         self.config = config
         self.member_id = f"{config.member_name}/{uuid.uuid4().hex[:12]}"
         self._clock = clock
-        self._meta = heartbeat_meta
+        self._meta = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
         self._lock = threading.Lock()
         self._barriers: list[BarrierHandler] = []
@@ -288,6 +288,14 @@ class Neli:
 
     # -- events -------------------------------------------------------------------------------
 
+    def add_heartbeat_meta(self, provider: Callable[[], Mapping[str, Any]]) -> None:
+        """Add a heartbeat meta provider, like the ``heartbeat_meta`` argument.
+
+        Every provider is called at each pulse and their mappings are merged (later providers
+        win on a clashing key).
+        """
+        self._meta.append(provider)
+
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler (see :mod:`neli._events`); returns a remover."""
         self._barriers.append(handler)
@@ -361,7 +369,9 @@ class Neli:
                     targets = [
                         (p, self._tracker.incarnation(p) or 0) for p in self._tracker.assigned()
                     ]
-            meta = dict(self._meta()) if self._meta is not None else {}
+            meta: dict[str, Any] = {}
+            for provider in self._meta:
+                meta.update(provider())
             for partition, incarnation in targets:
                 self._counter += 1
                 hb = Heartbeat(

@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from neli._events import BarrierHandler, EventKind, LeadershipEvent
@@ -68,6 +68,7 @@ class FakeNeli:
         self._assigned: set[int] = set()
         self._led: set[int] = set()
         self._barriers: list[BarrierHandler] = []
+        self._meta: list[Callable[[], Mapping[str, Any]]] = []
         self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
         self._clock = ManualClock()
         #: Every event delivered so far, in order.
@@ -105,6 +106,20 @@ class FakeNeli:
         self._barriers.append(handler)
         return lambda: self._barriers.remove(handler)
 
+    def add_heartbeat_meta(self, provider: Callable[[], Mapping[str, Any]]) -> None:
+        """Add a heartbeat meta provider (see :meth:`heartbeat_meta`)."""
+        self._meta.append(provider)
+
+    def heartbeat_meta(self) -> dict[str, str]:
+        """The meta a real member would put in its next heartbeat (all providers, merged).
+
+        Pass it to another fake's :meth:`acquire` as ``predecessor`` to act out a fail-over.
+        """
+        meta: dict[str, str] = {"member_id": self.member_id, "member_name": self.member_name}
+        for provider in self._meta:
+            meta.update({str(k): str(v) for k, v in provider().items()})
+        return meta
+
     async def events(self) -> AsyncIterator[LeadershipEvent]:
         """Yield events until :meth:`close`."""
         queue: asyncio.Queue[LeadershipEvent | None] = asyncio.Queue()
@@ -134,13 +149,26 @@ class FakeNeli:
 
     # -- driving it ---------------------------------------------------------------------------
 
-    async def acquire(self, *partitions: int, reason: str = "assigned") -> None:
-        """Assign and lead ``partitions`` (ACQUIRED for each not already led)."""
+    async def acquire(
+        self,
+        *partitions: int,
+        reason: str = "assigned",
+        predecessor: Mapping[str, str] | None = None,
+    ) -> None:
+        """Assign and lead ``partitions`` (ACQUIRED for each not already led).
+
+        Args:
+            partitions: the partitions.
+            reason: the events' reason.
+            predecessor: the previous leader's heartbeat meta, delivered as
+                :attr:`~neli.LeadershipEvent.predecessor` (e.g. another fake's
+                :meth:`heartbeat_meta`).
+        """
         for p in self._check(partitions):
             self._assigned.add(p)
             if p not in self._led:
                 self._led.add(p)
-                await self._emit(EventKind.ACQUIRED, p, reason)
+                await self._emit(EventKind.ACQUIRED, p, reason, predecessor)
 
     async def revoke(self, *partitions: int, reason: str = "rebalance") -> None:
         """Take ``partitions`` away (REVOKED for each that was led or fenced)."""
@@ -171,7 +199,13 @@ class FakeNeli:
                 raise ValueError(f"partition {p} out of range 0..{self._partitions - 1}")
         return out
 
-    async def _emit(self, kind: EventKind, partition: int, reason: str) -> None:
+    async def _emit(
+        self,
+        kind: EventKind,
+        partition: int,
+        reason: str,
+        predecessor: Mapping[str, str] | None = None,
+    ) -> None:
         event = LeadershipEvent(
             kind=kind,
             partition=partition,
@@ -181,6 +215,7 @@ class FakeNeli:
             reason=reason,
             at_mono=self._clock.monotonic(),
             at_wall=self._clock.wall(),
+            predecessor=None if predecessor is None else dict(predecessor),
         )
         self.history.append(event)
         for handler in list(self._barriers):

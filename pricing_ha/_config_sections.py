@@ -347,14 +347,24 @@ class TelemetryConfig:
             unset (traces go to JSON-lines files in ``traces_dir``).
         traces_dir: directory for local trace files, relative to the working directory.
             Default ``out/traces``.
+        price_sample_ratio: share of price-path traces (``send``/``process`` spans of price
+            messages) that are sampled, 0..1; leadership and fail-over spans are always
+            recorded. Default 0.01.
     """
 
     az: str = "local"
     otlp_endpoint: str | None = None
     traces_dir: Path = Path("out/traces")
+    price_sample_ratio: float = 0.01
 
     def __post_init__(self) -> None:
         _check(bool(self.az.strip()), self, "az", "must not be empty")
+        _check(
+            0.0 <= self.price_sample_ratio <= 1.0,
+            self,
+            "price_sample_ratio",
+            f"must be between 0 and 1, got {self.price_sample_ratio}",
+        )
         if self.otlp_endpoint is not None:
             _check(
                 self.otlp_endpoint.startswith(("http://", "https://")),

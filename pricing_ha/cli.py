@@ -205,6 +205,46 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command()
+def subscribe(
+    *,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    instrument: Annotated[
+        list[str] | None, typer.Option(help="Only this instrument (repeatable).")
+    ] = None,
+    direct: Annotated[
+        bool, typer.Option(help="Arbitrate prices.raw (both groups) here: no relay hop.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print prices as JSON lines.")] = False,
+    from_beginning: Annotated[
+        bool, typer.Option(help="Read from the beginning of the topic instead of its end.")
+    ] = False,
+    duration: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds.")
+    ] = None,
+    summary_out: Annotated[
+        Path | None, typer.Option(help="Write the verdict here (JSON): gaps, duplicates, ...")
+    ] = None,
+) -> None:
+    """Subscribe to prices: in order, each seq once, gaps and duplicates reported."""
+    from pricing_ha.subscribe_command import subscribe_main
+
+    with guarded(), stop_requested() as should_stop:
+        subscribe_main(
+            load_cli_config(config, bootstrap),
+            instruments=instrument,
+            direct=direct,
+            as_json=as_json,
+            from_beginning=from_beginning,
+            duration_s=duration,
+            summary_out=summary_out,
+            should_stop=should_stop,
+            echo=typer.echo,
+            echo_err=lambda line: typer.echo(line, err=True),
+        )
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -76,6 +77,8 @@ class EmbeddedBroker:
         self._binary = binary
         self._log_dir = log_dir
         self._startup_timeout_s = startup_timeout_s
+        # A unique cluster id lets readiness checks tell our broker from another on the port.
+        self._cluster_id = f"pricing-ha-{uuid.uuid4().hex[:12]}"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._log_path: Path | None = None
@@ -128,7 +131,8 @@ class EmbeddedBroker:
         self._log_path = log_dir / "broker.log"
         self._log_file = self._log_path.open("ab")
         url = f"tcp://{self.bootstrap}"
-        argv = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+        argv = [binary, "broker", "--cluster-id", self._cluster_id]
+        argv += ["--listener-url", url, "--advertised-listener-url", url]
         began = time.monotonic()
         try:
             # A session of its own keeps a terminal's Ctrl-C (sent to the foreground process
@@ -139,6 +143,7 @@ class EmbeddedBroker:
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, "NO_COLOR": "1"},  # plain text in the log, no ANSI escapes
             )
         except OSError as exc:
             self._close_log()
@@ -168,13 +173,15 @@ class EmbeddedBroker:
         while True:
             self.check_alive()
             try:
-                admin.list_topics(timeout=1.0)
+                # confluent-kafka's stubs infer ClusterMetadata.cluster_id as None; it is a str.
+                cluster_id: str | None = admin.list_topics(timeout=1.0).cluster_id
             except KafkaException:
-                if time.monotonic() > deadline:
-                    raise self._error("did not answer a metadata request") from None
-                time.sleep(0.05)
-            else:
+                cluster_id = None
+            if cluster_id == self._cluster_id:
                 return
+            if time.monotonic() > deadline:
+                raise self._error("did not answer a metadata request")
+            time.sleep(0.05)
 
     def _port_open(self) -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self._port), 0.2):

@@ -13,6 +13,10 @@ an application would ask before acting), appending JSON lines to ``FILE``:
 
 Times are ``time.monotonic()``, which on Linux is one system-wide clock, so the records of all
 processes on one machine can be compared instant by instant.
+
+With ``--trace-file PATH`` the member also traces its leadership (:func:`neli.trace_leadership`
+through :func:`pricing_ha.telemetry.setup_telemetry`) to that JSON-lines span file, and its
+heartbeats carry its terms' trace contexts, so a successor's spans link to its terms.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from neli import Mode, Neli, NeliConfig, Variant
+
+if TYPE_CHECKING:
+    from pricing_ha.telemetry import Telemetry
 
 _GAP_S = 0.05
 
@@ -77,6 +84,22 @@ async def _events(neli: Neli, rec: _Recorder) -> None:
         )
 
 
+def _telemetry(args: argparse.Namespace) -> Telemetry | None:
+    if not args.trace_file:
+        return None
+    # Imported only when tracing: the OpenTelemetry SDK stays off the plain probe's start-up.
+    from pricing_ha.config import AppConfig, TelemetryConfig
+    from pricing_ha.telemetry import setup_telemetry
+
+    return setup_telemetry(
+        AppConfig(telemetry=TelemetryConfig(az=args.az)),
+        service_role="probe",
+        group=args.group,
+        member=args.name,
+        trace_file=Path(args.trace_file),
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     """Join the group and record until SIGTERM/SIGINT."""
     config = NeliConfig(
@@ -98,23 +121,34 @@ async def run(args: argparse.Namespace) -> None:
     with Path(args.out).open("ab") as out:  # noqa: ASYNC230
         rec = _Recorder(out)
         neli = Neli(config)
-        await neli.start()
-        rec.write(
-            {"k": "start", "t": time.monotonic(), "pid": os.getpid(), "member_id": neli.member_id}
-        )
-        tasks = [
-            asyncio.create_task(_sample(neli, rec, args.sample_ms / 1000, args.alive_ms / 1000)),
-            asyncio.create_task(_events(neli, rec)),
-        ]
-        waiter = asyncio.create_task(stop.wait())
-        failed = asyncio.create_task(neli.wait())
-        await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
-        await neli.close()  # sampling goes on: a hand-over keeps leading while it lasts
-        for task in (*tasks, waiter, failed):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        rec.write({"k": "end", "t": time.monotonic()})
+        telemetry = _telemetry(args)
+        if telemetry is not None:
+            telemetry.observe_neli(neli)
+        try:
+            await _serve(neli, rec, stop, args)
+        finally:
+            if telemetry is not None:
+                telemetry.shutdown()
+
+
+async def _serve(neli: Neli, rec: _Recorder, stop: asyncio.Event, args: argparse.Namespace) -> None:
+    await neli.start()
+    rec.write(
+        {"k": "start", "t": time.monotonic(), "pid": os.getpid(), "member_id": neli.member_id}
+    )
+    tasks = [
+        asyncio.create_task(_sample(neli, rec, args.sample_ms / 1000, args.alive_ms / 1000)),
+        asyncio.create_task(_events(neli, rec)),
+    ]
+    waiter = asyncio.create_task(stop.wait())
+    failed = asyncio.create_task(neli.wait())
+    await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
+    await neli.close()  # sampling goes on: a hand-over keeps leading while it lasts
+    for task in (*tasks, waiter, failed):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    rec.write({"k": "end", "t": time.monotonic()})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,6 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pulse-ms", type=int, default=300)
     parser.add_argument("--sample-ms", type=float, default=2.0)
     parser.add_argument("--alive-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--trace-file", default=None, help="trace leadership to this JSON-lines file"
+    )
+    parser.add_argument("--az", default="local", help="availability zone reported in traces")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(run(args))

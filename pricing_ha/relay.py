@@ -30,6 +30,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -39,7 +40,7 @@ from neli import Mode, Neli, Variant
 from neli import NeliConfig as LibNeliConfig
 from pricing_ha.arbitration import Arbiter, Emission
 from pricing_ha.config import AppConfig
-from pricing_ha.kafka_headers import header_dict
+from pricing_ha.kafka_headers import HeaderValue, header_dict, header_list
 from pricing_ha.partition_worker import FLUSH_TIMEOUT_S, PartitionWorker, WorkerMember, serve
 from pricing_ha.pricing import InvalidPriceError, decode_price
 
@@ -59,6 +60,7 @@ def raw_group_id(group: str) -> str:
 
 
 _REBUILD_IDLE_S = 0.5
+_REBUILD_EMPTY_S = 2.0  # how long an apparently empty partition is watched before trusting it
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,7 @@ class RawPrice:
     offset: int
     key: bytes
     value: bytes
-    headers: list[tuple[str, bytes]]
+    headers: list[tuple[str, HeaderValue]]
 
 
 @dataclass
@@ -101,6 +103,14 @@ def parse_raw(msg: Message) -> tuple[str, int, str]:
         raise InvalidPriceError(f"key {instrument!r} differs from instrument {price.instrument!r}")
     headers = header_dict(msg.headers())
     return instrument, price.seq, f"{headers.get('group', '?')}/{headers.get('member', '?')}"
+
+
+def _bytes(data: HeaderValue) -> bytes:
+    return data.encode() if isinstance(data, str) else (data or b"")
+
+
+def _headers(msg: Message) -> list[tuple[str, HeaderValue]]:
+    return header_list(msg.headers())
 
 
 class _RelayWorker(PartitionWorker):
@@ -170,16 +180,39 @@ class _RelayWorker(PartitionWorker):
         log.info("relay took partition %d (rebuilt in %.3f s)", partition, time.monotonic() - t0)
 
     def _rebuild(self, partition: int) -> dict[str, int]:
+        """Every instrument's highest seq on ``prices[partition]``, read to the end.
+
+        The end is where nothing new arrives for a while: nobody else emits on this partition
+        (exclusive ownership), so the partition is quiescent. The broker's high watermark is
+        only used as a lower bound of the end (it can be stale on some brokers), and the idle
+        clock starts after the first fetch has had time to complete.
+        """
         scan = Consumer(self._scan_settings, logger=log)
         high: dict[str, int] = {}
+        tp = TopicPartition(self._cfg.topics.prices, partition, OFFSET_BEGINNING)
         try:
-            scan.assign([TopicPartition(self._cfg.topics.prices, partition, OFFSET_BEGINNING)])
-            last_data = time.monotonic()
-            while time.monotonic() - last_data < _REBUILD_IDLE_S:
+            try:
+                _, end_hint = scan.get_watermark_offsets(tp, timeout=5.0, cached=False)
+            except KafkaException:
+                end_hint = 0
+            scan.assign([tp])
+            started = last_data = time.monotonic()
+            next_offset = 0
+            while True:
+                now = time.monotonic()
+                idle = now - last_data
+                if (
+                    next_offset >= end_hint
+                    and idle >= _REBUILD_IDLE_S
+                    and (next_offset > 0 or now - started >= _REBUILD_EMPTY_S)
+                ):
+                    break
                 for msg in scan.consume(1000, 0.05):
                     last_data = time.monotonic()
-                    if msg.error() is not None:
+                    offset = msg.offset()
+                    if msg.error() is not None or offset is None:
                         continue
+                    next_offset = max(next_offset, offset + 1)
                     try:
                         instrument, seq, _ = parse_raw(msg)
                     except InvalidPriceError:
@@ -221,7 +254,7 @@ class _RelayWorker(PartitionWorker):
                 self._dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
                 continue
-            item = RawPrice(offset, msg.key() or b"", msg.value() or b"", msg.headers() or [])
+            item = RawPrice(offset, _bytes(msg.key()), _bytes(msg.value()), _headers(msg))
             if not self._emit(partition, arbiter.offer(instrument, seq, item, source, now)):
                 lost.add(partition)
                 continue
@@ -247,7 +280,7 @@ class _RelayWorker(PartitionWorker):
             if not self._leads(partition):
                 self.stats.not_leader_skips += 1
                 return False
-            headers = [
+            headers: list[tuple[str, HeaderValue]] = [
                 *e.item.headers,
                 ("relay", self._member.encode()),
                 ("relay_ns", str(time.time_ns()).encode()),

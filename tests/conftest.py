@@ -16,7 +16,8 @@ from typing import Protocol
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.embedded_broker import EmbeddedBroker
 

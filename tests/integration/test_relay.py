@@ -47,7 +47,16 @@ def _exactly_once(cluster: PricingCluster) -> tuple[bool, str]:
         if seqs != list(range(1, last + 1)):
             dup = len(seqs) - len(set(seqs))
             miss = sorted(set(range(1, last + 1)) - set(seqs))[:5]
-            return False, f"{instrument}: {len(seqs)} records, {dup} duplicates, missing {miss}"
+            twice = {s for s in seqs if seqs.count(s) > 1}
+            detail = [
+                (r.offset, r.headers.get("relay"), r.headers.get("relay_ns"), r.headers["seq"])
+                for r in got.get(instrument, [])
+                if int(r.headers["seq"]) in twice
+            ][:6]
+            return (
+                False,
+                f"{instrument}: {len(seqs)} records, {dup} duplicates {detail}, missing {miss}",
+            )
     return True, "ok"
 
 
@@ -119,7 +128,8 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     _wait_exactly_once(cluster)
     silence = _silence(cluster.read("prices"))
     worst = max(silence.values())
-    # A takeover costs S (session expiry) + a rebalance (~S here) + T (grace) + the rebuild.
-    bound = 2 * S + RELAY_T_S + 4.0
+    # A takeover costs S (session expiry) + up to two cooperative rebalance rounds (each up to
+    # about S on the embedded broker) + T (the grace period) + the rebuild (~1 s) + margin.
+    bound = 3 * S + RELAY_T_S + 4.0
     print(f"longest silence on prices across relay faults: {worst:.2f} s (bound {bound:.1f} s)")
     assert worst < bound

@@ -20,6 +20,7 @@ EXPECTED_NELI = {
     "HeartbeatDecodeError",
     "LeaderTasks",
     "LeadershipEvent",
+    "LeadershipTracing",
     "Mode",
     "Neli",
     "NeliClosedError",
@@ -33,6 +34,7 @@ EXPECTED_NELI = {
     "murmur2",
     "role_index",
     "role_partition",
+    "trace_leadership",
 }
 EXPECTED_TESTING = {"FakeNeli", "ManualClock"}
 

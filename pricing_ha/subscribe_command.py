@@ -1,0 +1,144 @@
+"""The body of ``pricing-ha subscribe``: a live table or JSON lines, and a final verdict.
+
+The live table (per instrument: last seq, delivered, gaps, duplicates, staleness, longest
+silence) is redrawn every ``refresh_s`` on a terminal and printed every ``refresh_s`` when
+stdout is a file. ``--json`` prints one JSON object per delivered price instead. The verdict
+(:meth:`~pricing_ha.subscriber_stats.SubscriberStats.summary`) is written to
+``--summary-out`` so that the demo and the tests can compare it with the feed's summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import orjson
+
+from pricing_ha import aio
+from pricing_ha.config import AppConfig
+from pricing_ha.subscriber import Delivery, Subscriber
+from pricing_ha.subscriber_stats import SubscriberStats
+
+__all__ = ["delivery_json", "subscribe_main"]
+
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def delivery_json(d: Delivery) -> bytes:
+    """One delivery as a compact JSON object (the ``--json`` output)."""
+    p = d.price
+    return orjson.dumps(
+        {
+            "instrument": p.instrument,
+            "seq": p.seq,
+            "bid": p.bid,
+            "ask": p.ask,
+            "mid": p.mid,
+            "source_time_ns": p.source_time_ns,
+            "partition": d.partition,
+            "offset": d.offset,
+            "source": d.source,
+            "gap_before": d.gap_before,
+            "switched_from": d.switched_from,
+            "received_ns": d.received_ns,
+            "latency_ms": round(d.latency_s * 1000, 3),
+        }
+    )
+
+
+async def _run(
+    sub: Subscriber,
+    *,
+    as_json: bool,
+    duration_s: float | None,
+    refresh_s: float,
+    should_stop: Callable[[], bool],
+    echo: Callable[[str], object],
+) -> None:
+    tty = sys.stdout.isatty()
+    start = time.monotonic()
+    next_table = start + refresh_s
+    async with sub:
+        while not should_stop():
+            now = time.monotonic()
+            if duration_s is not None and now - start >= duration_s:
+                break
+            wait = min(0.1, refresh_s)
+            if duration_s is not None:
+                wait = max(0.0, min(wait, start + duration_s - now))
+            deliveries = await sub.poll(wait)
+            if as_json:
+                if deliveries:
+                    echo(b"\n".join(delivery_json(d) for d in deliveries).decode())
+            elif time.monotonic() >= next_table:
+                next_table = time.monotonic() + refresh_s
+                table = sub.stats.render(time.monotonic())
+                echo(f"{_CLEAR}{table}" if tty else f"{table}\n")
+
+
+def subscribe_main(
+    cfg: AppConfig,
+    *,
+    instruments: Iterable[str] | None = None,
+    direct: bool = False,
+    as_json: bool = False,
+    from_beginning: bool = False,
+    duration_s: float | None = None,
+    refresh_s: float = 1.0,
+    summary_out: Path | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    echo: Callable[[str], object],
+    echo_err: Callable[[str], object],
+) -> SubscriberStats:
+    """Subscribes until ``should_stop()``, or for ``duration_s``; then reports.
+
+    Args:
+        cfg: the application configuration.
+        instruments: only these instruments (all when ``None`` or empty).
+        direct: arbitrate ``prices.raw`` instead of reading ``prices``.
+        as_json: print each delivered price as a JSON line instead of the live table.
+        from_beginning: read every partition from its beginning instead of its end.
+        duration_s: stop after this many seconds (``None``: until stopped).
+        refresh_s: interval of the live table.
+        summary_out: write the verdict here (JSON).
+        should_stop: polled between polls of the topic (e.g. set by SIGTERM).
+        echo: prints one piece of standard output.
+        echo_err: prints one line of diagnostics.
+
+    Returns:
+        The subscriber's statistics.
+
+    Raises:
+        BrokerUnavailableError: if the broker does not answer.
+        TopicLayoutError: if the topic does not exist.
+    """
+    sub = Subscriber(
+        cfg, direct=direct, instruments=instruments or None, from_beginning=from_beginning
+    )
+    aio.run(
+        _run(
+            sub,
+            as_json=as_json,
+            duration_s=duration_s,
+            refresh_s=refresh_s,
+            should_stop=should_stop,
+            echo=echo,
+        )
+    )
+    stats = sub.stats
+    if summary_out is not None:
+        summary_out.parent.mkdir(parents=True, exist_ok=True)
+        summary_out.write_bytes(
+            orjson.dumps(stats.summary(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        )
+    if as_json:
+        s = stats.summary()
+        echo_err(
+            f"{s['mode']}: {s['delivered']} delivered, {s['gaps']} gaps, "
+            f"{s['duplicates']} duplicates, longest silence {s['max_silence_s'] * 1000:.0f} ms"
+        )
+    else:
+        echo(stats.render(time.monotonic()))
+    return stats

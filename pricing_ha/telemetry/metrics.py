@@ -1,0 +1,166 @@
+"""The application's metric instruments, in one registry other modules call.
+
+Counters are plain OpenTelemetry instruments (``metrics.prices_published.add(1, {...})``); the two
+gauges are observed from state this registry keeps (leadership held, per-instrument staleness),
+so callers only report what happened. Attribute keys are short and become Prometheus labels:
+
+=====================================  ==========  ===========================================
+instrument                             kind        attributes
+=====================================  ==========  ===========================================
+``pricing_ha.leadership.held``         gauge 0/1   group, member, partition
+``pricing_ha.leadership.transitions``  counter     group, member, partition, kind
+``pricing_ha.prices.published``        counter     group, partition
+``pricing_ha.prices.relayed``          counter     partition
+``pricing_ha.prices.delivered``        counter     partition
+``pricing_ha.duplicates.dropped``      counter     stage (``relay``/``subscriber``), partition
+``pricing_ha.seq.gaps``                counter     stage, partition
+``pricing_ha.instrument.staleness``    gauge (s)   instrument
+``pricing_ha.price.latency``           histogram   stage (end-to-end: source time to here, s)
+=====================================  ==========  ===========================================
+
+Partitions are attribute *strings*, as in the messaging semantic conventions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from neli import LeadershipEvent
+
+__all__ = ["LATENCY_BUCKETS_S", "PricingMetrics"]
+
+#: Histogram bucket bounds for end-to-end latency, in seconds.
+LATENCY_BUCKETS_S = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+class PricingMetrics:
+    """Every metric instrument of pricing-ha, created on one meter.
+
+    Thread-safe: counters may be updated from worker threads, and the gauges' state is guarded.
+
+    Args:
+        meter: where the instruments live (a no-op meter when telemetry is disabled).
+        clock: wall time in seconds, for staleness (tests inject one).
+    """
+
+    def __init__(self, meter: Meter, *, clock: Callable[[], float] = time.time) -> None:
+        """Create the instruments."""
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str, int], bool] = {}
+        self._fresh: dict[str, float] = {}
+        self.leadership_transitions = meter.create_counter(
+            "pricing_ha.leadership.transitions",
+            unit="{transition}",
+            description="Leadership transitions of this member, by kind",
+        )
+        self.prices_published = meter.create_counter(
+            "pricing_ha.prices.published",
+            unit="{price}",
+            description="Prices produced to prices.raw by this publisher member",
+        )
+        self.prices_relayed = meter.create_counter(
+            "pricing_ha.prices.relayed",
+            unit="{price}",
+            description="Prices emitted to the deduplicated topic by this relay member",
+        )
+        self.prices_delivered = meter.create_counter(
+            "pricing_ha.prices.delivered",
+            unit="{price}",
+            description="Prices delivered to this subscriber",
+        )
+        self.duplicates_dropped = meter.create_counter(
+            "pricing_ha.duplicates.dropped",
+            unit="{price}",
+            description="Duplicate prices dropped, by stage",
+        )
+        self.gaps = meter.create_counter(
+            "pricing_ha.seq.gaps",
+            unit="{gap}",
+            description="Missing sequence numbers declared, by stage",
+        )
+        self.latency = meter.create_histogram(
+            "pricing_ha.price.latency",
+            unit="s",
+            description="End-to-end latency from the quote's source time, by stage",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
+        meter.create_observable_gauge(
+            "pricing_ha.leadership.held",
+            callbacks=[self._observe_held],
+            unit="1",
+            description="1 while this member leads the partition, else 0",
+        )
+        meter.create_observable_gauge(
+            "pricing_ha.instrument.staleness",
+            callbacks=[self._observe_staleness],
+            unit="s",
+            description="Seconds since the last price of the instrument was seen here",
+        )
+
+    # -- leadership ---------------------------------------------------------------------------
+
+    def set_leadership(self, group: str, member: str, partition: int, held: bool) -> None:
+        """Record whether ``member`` of ``group`` leads ``partition`` now."""
+        with self._lock:
+            self._held[(group, member, partition)] = held
+
+    def record_leadership(self, event: LeadershipEvent) -> None:
+        """A NELI barrier handler: counts the transition and updates the held gauge."""
+        self.leadership_transitions.add(
+            1,
+            {
+                "group": event.group,
+                "member": event.member_name,
+                "partition": str(event.partition),
+                "kind": event.kind.value,
+            },
+        )
+        self.set_leadership(event.group, event.member_name, event.partition, event.kind.gains)
+
+    def _observe_held(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            held = list(self._held.items())
+        return [
+            Observation(int(v), {"group": g, "member": m, "partition": str(p)})
+            for (g, m, p), v in held
+        ]
+
+    # -- staleness ----------------------------------------------------------------------------
+
+    def mark_fresh(self, instrument: str, at_wall: float | None = None) -> None:
+        """A price of ``instrument`` was seen (at ``at_wall``, default now)."""
+        at = self._clock() if at_wall is None else at_wall
+        with self._lock:
+            if at > self._fresh.get(instrument, float("-inf")):
+                self._fresh[instrument] = at
+
+    def forget_instrument(self, instrument: str) -> None:
+        """Stop reporting staleness for ``instrument`` (e.g. its partition moved away)."""
+        with self._lock:
+            self._fresh.pop(instrument, None)
+
+    def _observe_staleness(self, _options: CallbackOptions) -> Iterable[Observation]:
+        now = self._clock()
+        with self._lock:
+            fresh = list(self._fresh.items())
+        return [Observation(max(0.0, now - at), {"instrument": i}) for i, at in fresh]
