@@ -188,6 +188,41 @@ def status(
 
 @app.command()
 def demo(
+    *,
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Use this broker instead of an embedded one.")
+    ] = None,
+    duration: Annotated[float, typer.Option(min=10, help="Seconds of market data.")] = 45.0,
+    instruments: Annotated[int, typer.Option(min=1, help="Instruments in the feed.")] = 20,
+    rate: Annotated[float, typer.Option(min=0.5, help="Quotes/s per instrument.")] = 10.0,
+    partitions: Annotated[int, typer.Option(min=1, help="Partitions of every topic.")] = 4,
+    session_ms: Annotated[int, typer.Option(min=1000, help="Session timeout S (ms).")] = 3000,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where logs, summaries and traces go (default: a temp dir).")
+    ] = None,
+    live: Annotated[bool, typer.Option(help="Show the live view while it runs.")] = True,
+) -> None:
+    """The whole system with injected fail-overs; exits 0 only if nothing was lost or duplicated."""
+    from pricing_ha.demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        bootstrap=bootstrap,
+        duration_s=duration,
+        instruments=instruments,
+        rate_hz=rate,
+        partitions=partitions,
+        session_ms=session_ms,
+        workdir=workdir,
+        live=live,
+    )
+    with guarded():
+        result = run_demo(options, out=typer.echo)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command("neli-demo")
+def neli_demo(
     bootstrap: Annotated[
         str | None, typer.Option(help="Use this broker instead of an embedded one.")
     ] = None,
@@ -195,7 +230,7 @@ def demo(
     partitions: Annotated[int, typer.Option(min=1, help="Partitions of the NELI topic.")] = 6,
     session_ms: Annotated[int, typer.Option(min=1000, help="Session timeout S (ms).")] = 3000,
 ) -> None:
-    """Live NELI demonstration: members in separate processes, one killed, leadership moving."""
+    """NELI alone: members in separate processes, one killed, leadership moving."""
     from pricing_ha.neli_demo import run_neli_demo
 
     result = run_neli_demo(
