@@ -11,12 +11,15 @@ lost, duplicated or reordered.
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import orjson
 
@@ -125,8 +128,14 @@ class _Run:
         )
 
 
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop processes
+
+
 def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoResult:
     """Run the demo and return its verdict."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     broker = None if options.bootstrap else EmbeddedBroker()

@@ -102,6 +102,19 @@ def test_each_held_item_waits_at_most_its_own_window() -> None:
     assert (arb.gaps, arb.gap_events) == (3, 2)
 
 
+def test_held_lists_the_items_waiting_in_the_window() -> None:
+    """held() returns the waiting items (the relay must not commit past them), then none."""
+    arb: Arbiter[str] = Arbiter(W)
+    arb.offer("X", 1, "x1", "p1/a", 0.0)
+    arb.offer("X", 3, "x3", "p1/a", 0.0)
+    arb.offer("Y", 1, "y1", "p1/a", 0.0)
+    arb.offer("Y", 4, "y4", "p1/a", 0.0)
+    assert sorted(arb.held()) == ["x3", "y4"]
+    assert arb.held_count() == 2
+    arb.expire(W)
+    assert arb.held() == []
+
+
 def test_copy_of_a_held_seq_is_a_duplicate() -> None:
     """The second copy of an item already held is dropped, not held or emitted twice."""
     arb: Arbiter[str] = Arbiter(W)
