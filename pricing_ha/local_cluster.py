@@ -173,6 +173,28 @@ class PricingCluster:
         """Everything on one of this cluster's topics."""
         return read_topic(self.bootstrap, self.topics[role], self.partitions, idle_s)
 
+    def wait_led(self, groups: list[str], timeout: float = 90.0) -> None:
+        """Wait until each named group (``p1``, ``p2``, ``relay``) leads every partition."""
+        from pricing_ha.demo_view import LiveView
+        from pricing_ha.publisher import neli_group_id
+        from pricing_ha.relay import relay_group_id
+
+        ids = [
+            relay_group_id(self.group(g)) if g == "relay" else neli_group_id(self.group(g))
+            for g in groups
+        ]
+        view = LiveView(self.bootstrap, self.topics["neli"], self.topics["prices"], self.partitions)
+        every = set(range(self.partitions))
+        try:
+            wait_for(
+                lambda: all({p for p, m in view.leaders(g).items() if m} == every for g in ids),
+                timeout,
+                f"{groups} to lead every partition",
+                poll=0.2,
+            )
+        finally:
+            view.close()
+
     def partition_of(self, key: bytes | None) -> int:
         """The partition an instrument key belongs to."""
         from neli import role_partition

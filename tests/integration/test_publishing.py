@@ -159,3 +159,30 @@ def test_paused_member_overlap_is_bounded(cluster: PricingCluster) -> None:
     print(f"overlap after SIGCONT: {overlap:.2f} s (T = {2 * S:.1f} s)")
     assert overlap <= 2 * S + S + 2.0
     assert not missing(set(by_group(raw, cluster.group("p1"))), cluster.expected())
+
+
+def test_status_reports_who_leads_what(cluster: PricingCluster) -> None:
+    """`pricing-ha status --json` lists each live member of each group and what it leads."""
+    import json
+    import subprocess
+
+    from pricing_ha.local_cluster import pricing_cli
+
+    for g in ("p1", "p2"):
+        cluster.publisher(g, "a")
+    cluster.publisher("p1", "b")
+    args = [*pricing_cli(), "status", "--json", "--config", str(cluster.config_path)]
+    seen: dict[str, set[int]] = {}
+
+    def covered() -> bool:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+        seen.clear()
+        for m in json.loads(out.stdout):
+            seen.setdefault(f"{m['group']}|{m['member']}", set()).update(m["led"])
+        p1 = [v for k, v in seen.items() if k.startswith(f"pricing.{cluster.group('p1')}|")]
+        p2 = [v for k, v in seen.items() if k.startswith(f"pricing.{cluster.group('p2')}|")]
+        every = set(range(cluster.partitions))
+        return len(p1) == 2 and set().union(*p1) == every and len(p2) == 1 and p2[0] == every
+
+    wait_for(covered, 60, "status to show both groups covering every partition")
+    assert any(k.endswith("/b") for k in seen)

@@ -90,6 +90,7 @@ def test_publisher_faults_leave_prices_exactly_once_without_silence(
         cluster.publisher(g, "b")
     cluster.relay("r1")
     cluster.relay("r2")
+    cluster.wait_led(["p1", "p2", "relay"])  # no start-up rebalance inside the measurement
     cluster.feed(instruments=20, rate=1 / TICK_S, duration=8 * S + 6)
     time.sleep(2 * S)
     cluster.members["p1-a"].kill()
@@ -115,6 +116,7 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     cluster.publisher("p2", "a")
     r1 = cluster.relay("r1")
     cluster.relay("r2")
+    cluster.wait_led(["p1", "p2", "relay"])
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=12 * S + 6)
     time.sleep(3 * S)
     r1.kill()
@@ -129,7 +131,8 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     silence = _silence(cluster.read("prices"))
     worst = max(silence.values())
     # A takeover costs S (session expiry) + up to two cooperative rebalance rounds (each up to
-    # about S on the embedded broker) + T (the grace period) + the rebuild (~1 s) + margin.
-    bound = 3 * S + RELAY_T_S + 4.0
+    # about S on the embedded broker) + T (the grace period) + the rebuild (read to an idle end,
+    # up to ~2 s) + the backlog; on 2 cores shared by ten processes, allow one more S of delay.
+    bound = 4 * S + RELAY_T_S + 4.0
     print(f"longest silence on prices across relay faults: {worst:.2f} s (bound {bound:.1f} s)")
     assert worst < bound
