@@ -1,0 +1,88 @@
+"""Soak and chaos runs (marked slow: run with ./scripts/slow-tests, not in CI's default run)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pricing_ha.local_cluster import SESSION_MS, PricingCluster, pricing_cli, wait_for
+from pricing_ha.procs import ProcessGroup
+from pricing_ha.verdict import judge
+
+S = SESSION_MS / 1000
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
+    """A pricing configuration on fresh topics; every process is stopped at the end."""
+    with ProcessGroup(tmp_path / "logs") as procs:
+        c = PricingCluster(procs, bootstrap, tmp_path)
+        c.create_topics()
+        yield c
+
+
+def test_long_demo_has_a_clean_verdict(bootstrap: str, tmp_path: Path) -> None:
+    """Three minutes of the demo's faults at a higher rate: still every price exactly once."""
+    result = subprocess.run(
+        [
+            *pricing_cli(),
+            "demo",
+            f"--bootstrap={bootstrap}",
+            "--duration=180",
+            "--instruments=40",
+            "--rate=20",
+            "--no-live",
+            f"--workdir={tmp_path / 'demo'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "VERDICT: OK" in result.stdout
+
+
+def test_random_chaos_keeps_prices_exactly_once(cluster: PricingCluster) -> None:
+    """Random kills, pauses and restarts of publishers and relays for minutes: exactly once."""
+    rng = random.Random(7)
+    roles = {"p1": 0, "p2": 0, "relay": 0}
+
+    def start(role: str) -> str:
+        roles[role] += 1
+        name = f"m{roles[role]}"
+        if role == "relay":
+            cluster.relay(name)
+            return f"relay-{name}"
+        cluster.publisher(role, name)
+        return f"{role}-{name}"
+
+    live = {role: [start(role), start(role)] for role in roles}
+    cluster.wait_led(list(roles))
+    cluster.feed(instruments=20, rate=10, duration=150)
+    end = time.monotonic() + 140
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(2 * S, 4 * S))
+        role = rng.choice(list(roles))
+        victim = rng.choice(live[role])
+        proc = cluster.members[victim]
+        if rng.random() < 0.5:
+            proc.kill()
+            live[role].remove(victim)
+            live[role].append(start(role))
+        else:
+            proc.pause()
+            time.sleep(2 * S)
+            proc.resume()
+    assert cluster.members["feed"].wait(120) == 0
+    expected = cluster.expected()
+    wait_for(lambda: judge(expected, cluster.read("prices", idle_s=0.5)).ok, 180, "prices")
+    verdict = judge(expected, cluster.read("prices"))
+    print(verdict.render())
+    assert verdict.ok
