@@ -138,3 +138,34 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     bound = 4 * S + RELAY_T_S + 4.0
     print(f"longest silence on prices across relay faults: {worst:.2f} s (bound {bound:.1f} s)")
     assert worst < bound
+
+
+def test_malformed_raw_records_go_to_the_dlq_and_sigterm_hands_over(
+    cluster: PricingCluster,
+) -> None:
+    """Garbage on prices.raw lands in the raw DLQ with a reason; SIGTERM hands over cleanly."""
+    from confluent_kafka import Producer
+
+    r1 = cluster.relay("r1")
+    cluster.wait_led(["relay"])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    raw = cluster.topics["raw"]
+    producer.produce(raw, key=b"EURUSD", value=b"{not a price", partition=0)
+    producer.produce(raw, key=None, value=b"{}", partition=1)
+    assert producer.flush(10) == 0
+    cluster.publisher("p1", "a")
+    cluster.feed(instruments=8, rate=1 / TICK_S, duration=4 * S)
+
+    def dead_lettered() -> bool:
+        return len(cluster.read("raw_dlq", idle_s=0.3)) == 2
+
+    wait_for(dead_lettered, 60, "both malformed records in the raw DLQ")
+    reasons = {r.headers["reason"] for r in cluster.read("raw_dlq")}
+    assert all(reasons), reasons
+    assert r1.alive(), "malformed input must not crash the relay"
+    cluster.relay("r2")
+    time.sleep(S)
+    r1.terminate()
+    assert r1.wait(30) == 0, "SIGTERM must end the relay cleanly"
+    assert cluster.members["feed"].wait(60) == 0
+    _wait_exactly_once(cluster)
