@@ -158,7 +158,7 @@ def _observe(run: _Run, settle_s: float, after_kill_s: float) -> NeliDemoResult:
         takeover_s=takeover,
         bound_s=s + 2 * s + 4.0,
         uncovered_before_kill={
-            p: leadership_log.uncovered(everyone, p, formed_at, killed_at)
+            p: leadership_log.uncovered(everyone, p, formed_at, killed_at - 0.5, tolerance=0.25)
             for p in range(partitions)
         },
     )

@@ -6,7 +6,9 @@ an application would ask before acting), appending JSON lines to ``FILE``:
 
 * ``{"k": "start", "t": mono, "pid": ..., "member_id": ...}``
 * ``{"k": "led", "t": mono, "prev": mono_of_previous_sample, "led": [...]}`` on every change
-* ``{"k": "gap", "t": last_sample, "until": mono}`` when sampling stopped for a while (paused)
+* ``{"k": "gap", "t": last_sample, "until": mono}`` when sampling stopped for more than 250 ms
+  (paused). Shorter delays (a busy machine) do not end a run: that can only make the runs
+  longer, which makes overlap checks stricter, never laxer.
 * ``{"k": "alive", "t": mono}`` every ``--alive-ms``
 * ``{"k": "event", "t": mono, "kind": ..., "p": ..., "reason": ...}`` for leadership events
 * ``{"k": "end", "t": mono}`` at a clean exit
@@ -38,7 +40,7 @@ from neli import Mode, Neli, NeliConfig, Variant
 if TYPE_CHECKING:
     from pricing_ha.telemetry import Telemetry
 
-_GAP_S = 0.05
+_GAP_S = 0.25  # a loaded 2-core machine can delay the loop this long; longer is a pause
 
 
 class _Recorder:
