@@ -86,7 +86,13 @@ def _explain(prices: list[Record], instrument: str) -> str:
     rs = _by_instrument(prices)[instrument]
     i = max(range(1, len(rs)), key=lambda k: rs[k].timestamp_ms - rs[k - 1].timestamp_ms)
     around = [
-        (r.headers["seq"], r.headers.get("group"), r.headers.get("member"), r.headers.get("relay"))
+        (
+            r.headers["seq"],
+            r.headers.get("group"),
+            r.headers.get("member"),
+            r.headers.get("relay"),
+            round((int(r.headers.get("publish_ns", "0")) / 1e6 - r.timestamp_ms) / 1000, 3),
+        )
         for r in rs[max(0, i - 2) : i + 2]
     ]
     gap = (rs[i].timestamp_ms - rs[i - 1].timestamp_ms) / 1000
