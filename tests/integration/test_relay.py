@@ -81,6 +81,25 @@ def _silence(records: list[Record]) -> dict[str, float]:
     return out
 
 
+def _wait_caught_up(cluster: PricingCluster, group: str) -> None:
+    """Wait until ``group`` publishes every instrument within 1 s of the newest seq seen."""
+
+    def caught_up() -> bool:
+        newest: dict[str, int] = {}
+        mine: dict[str, int] = {}
+        for r in cluster.read("raw", idle_s=0.3):
+            if r.key is None:
+                continue
+            key, seq = r.key.decode(), int(r.headers["seq"])
+            newest[key] = max(newest.get(key, 0), seq)
+            if r.headers.get("group") == cluster.group(group):
+                mine[key] = max(mine.get(key, 0), seq)
+        lag = round(1 / TICK_S)
+        return bool(newest) and all(mine.get(k, 0) >= v - lag for k, v in newest.items())
+
+    wait_for(caught_up, 60, f"{group} to catch up")
+
+
 def _explain(prices: list[Record], instrument: str) -> str:
     """Where an instrument's longest silence was, and who published around it."""
     rs = _by_instrument(prices)[instrument]
@@ -120,6 +139,7 @@ def test_publisher_faults_leave_prices_exactly_once_without_silence(
     time.sleep(S)
     cluster.publisher("p2", "c")
     cluster.wait_led(["p2"])
+    _wait_caught_up(cluster, "p2")
     cluster.members["p1-b"].pause()
     time.sleep(2 * S)
     cluster.members["p1-b"].resume()
