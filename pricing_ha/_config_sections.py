@@ -209,14 +209,16 @@ class RelayConfig:
         clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
         pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
         reorder_window_ms: how long to wait for a missing seq from the other group's copy
-            before declaring a gap. Default 50.
+            before declaring a gap. Default 500: a missing copy costs at most this much delay,
+            while a shorter window turns a briefly lagging group into a declared gap (a copy
+            arriving after its seq was declared missing cannot be delivered in order).
     """
 
     session_timeout_ms: int = 3000
     threshold_ms: int = 2000
     clock_skew_ms: int = 200
     pulse_interval_ms: int = 300
-    reorder_window_ms: int = 50
+    reorder_window_ms: int = 500
 
     def __post_init__(self) -> None:
         _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
