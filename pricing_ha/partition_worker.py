@@ -44,10 +44,21 @@ class _Command:
 class PartitionWorker(abc.ABC):
     """Base class: command queue, the thread, failure reporting."""
 
-    def __init__(self, name: str, consumer: Consumer) -> None:
-        """Create the worker around ``consumer`` (the input consumer, assigned by hand)."""
+    def __init__(self, name: str, consumer: Consumer, leads: Callable[[int], bool]) -> None:
+        """Create the worker around ``consumer`` (the input consumer, assigned by hand).
+
+        Args:
+            name: the thread's name.
+            consumer: the input consumer.
+            leads: NELI's "do I lead partition k now?", asked before work is resumed.
+        """
         self.consumer = consumer
+        self.leads = leads
         self.active: set[int] = set()
+        # Partitions NELI gave us (last command was a gain). A partition can leave `active`
+        # without a NELI event (leadership checked false at produce time, or output failed);
+        # it is taken up again as soon as NELI says we lead it.
+        self.wanted: set[int] = set()
         self.error: BaseException | None = None
         self.on_failure: Callable[[], object] = lambda: None
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
@@ -104,6 +115,7 @@ class PartitionWorker(abc.ABC):
         try:
             while not self._stop.is_set():
                 self._apply_commands()
+                self._reconcile()
                 if not self.active:
                     time.sleep(FIRST_WAIT_S)
                     continue
@@ -126,13 +138,29 @@ class PartitionWorker(abc.ABC):
                 cmd = self._commands.get_nowait()
             except queue.Empty:
                 return
-            if cmd.op == "assign" and cmd.partition not in self.active:
-                self.assign(cmd.partition)
-                self.active.add(cmd.partition)
-            elif cmd.op == "unassign" and cmd.partition in self.active:
-                self.unassign(cmd.partition)
-                self.active.discard(cmd.partition)
+            if cmd.op == "assign":
+                self.wanted.add(cmd.partition)
+                if cmd.partition not in self.active:
+                    self.assign(cmd.partition)
+                    self.active.add(cmd.partition)
+            elif cmd.op == "unassign":
+                self.wanted.discard(cmd.partition)
+                if cmd.partition in self.active:
+                    self.unassign(cmd.partition)
+                    self.active.discard(cmd.partition)
             cmd.done.set()
+
+    def drop(self, partition: int) -> None:
+        """Stop working on ``partition`` now; :meth:`_reconcile` resumes it when still led."""
+        if partition in self.active:
+            self.unassign(partition)
+            self.active.discard(partition)
+
+    def _reconcile(self) -> None:
+        for partition in sorted(self.wanted - self.active):
+            if self.leads(partition):
+                self.assign(partition)
+                self.active.add(partition)
 
 
 class WorkerMember:
@@ -148,7 +176,30 @@ class WorkerMember:
         self.neli = neli
         self.worker = worker
         self._worker_failed: asyncio.Event | None = None
+        self._neli_done: asyncio.Task[None] | None = None
+        self._started = False
+        self._closing = False
         neli.add_barrier(worker.barrier_handler)
+
+    def readiness(self) -> bool:
+        """A ``/readyz`` check: NELI has joined its group and nothing has failed.
+
+        Joined means :meth:`neli.Neli.start` has returned: the NELI topic was checked, the
+        member subscribed to its group and heartbeats.
+
+        Raises:
+            RuntimeError: naming what is not ready (the check's detail).
+        """
+        if self._closing:
+            raise RuntimeError("shutting down")
+        if not self._started:
+            raise RuntimeError("NELI has not joined its group yet")
+        if self.worker.error is not None:
+            raise RuntimeError(f"the partition worker failed: {self.worker.error!r}")
+        done = self._neli_done
+        if done is not None and done.done():
+            raise RuntimeError("NELI stopped")
+        return True
 
     async def start(self) -> None:
         """Start the worker, then join the NELI group."""
@@ -161,12 +212,14 @@ class WorkerMember:
         except BaseException:
             await asyncio.to_thread(self.worker.stop)
             raise
+        self._started = True
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; raise the error of NELI or the worker if one fails."""
         assert self._worker_failed is not None, "start() first"
+        self._neli_done = asyncio.create_task(self.neli.wait())
         tasks = [
-            asyncio.create_task(self.neli.wait()),
+            self._neli_done,
             asyncio.create_task(stop.wait()),
             asyncio.create_task(self._worker_failed.wait()),
         ]
@@ -181,6 +234,7 @@ class WorkerMember:
 
     async def close(self) -> None:
         """Stop leading (the barrier flushes in-flight work), leave the group, stop the worker."""
+        self._closing = True
         try:
             await self.neli.close()
         finally:

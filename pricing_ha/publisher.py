@@ -13,24 +13,44 @@ Leadership is checked with :meth:`neli.Neli.leads` for every quote at the moment
 never from a cached flag. All Kafka work on quotes happens in one worker thread; the NELI
 barrier makes a revocation wait until that thread has finished, flushed and committed its
 in-flight batch.
+
+Telemetry (:mod:`pricing_ha.telemetry`): a quote whose headers carry a sampled W3C
+``traceparent`` (the feed sampled it) gets a ``process md.quotes`` span and its price a
+``send prices.raw`` span, whose context travels on in the price's headers; other quotes create
+no span. Prices published, end-to-end latency and per-instrument staleness are counted per
+batch; leadership spans and metrics come from :meth:`~pricing_ha.telemetry.Telemetry.observe_neli`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
+from opentelemetry.trace import Span, Status, StatusCode
 
 from neli import Mode, Neli, Variant
 from neli import NeliConfig as LibNeliConfig
 from pricing_ha.config import AppConfig
+from pricing_ha.kafka_headers import HeaderValue
 from pricing_ha.partition_worker import FLUSH_TIMEOUT_S, PartitionWorker, WorkerMember, serve
 from pricing_ha.pricing import ParamsBook, encode_price
 from pricing_ha.quotes import InvalidQuoteError, SequenceGuard, parse_quote
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import (
+    TRACEPARENT,
+    child_context,
+    end_on_delivery,
+    sampled_context,
+    traceparent_of,
+)
+from pricing_ha.telemetry.service import member_health
+from pricing_ha.telemetry.tally import PriceTally
 
 log = logging.getLogger("pricing_ha.publisher")
 
@@ -67,6 +87,8 @@ class _QuoteWorker(PartitionWorker):
         member: str,
         leads: Callable[[int], bool],
         stats: PublisherStats,
+        *,
+        telemetry: Telemetry,
     ) -> None:
         broker = cfg.broker
         super().__init__(
@@ -85,14 +107,20 @@ class _QuoteWorker(PartitionWorker):
                 ),
                 logger=log,
             ),
+            leads,
         )
         self._cfg = cfg
         self._group = group
         self._member = member
-        self._leads = leads
         self.stats = stats
         self._book = ParamsBook.from_config(cfg.pricing)
         self._guards: dict[int, SequenceGuard] = {}
+        self._path = telemetry.price_path()
+        self._consumer_group = quotes_group_id(group)
+        metrics = telemetry.metrics
+        self._tally = PriceTally(
+            metrics, metrics.prices_published, stage="publish", attributes={"group": group}
+        )
         self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
         self._producer = Producer(
             broker.client_config(
@@ -117,6 +145,7 @@ class _QuoteWorker(PartitionWorker):
         """Stop consuming ``md.quotes[partition]``."""
         self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.quotes, partition)])
         self._guards.pop(partition, None)
+        self._tally.forget_partition(partition)
 
     def close_clients(self) -> None:
         """Flush prices, then close the quote consumer."""
@@ -136,7 +165,7 @@ class _QuoteWorker(PartitionWorker):
                 continue
             if partition not in self.active or partition in skipped:
                 continue
-            if not self._leads(partition):
+            if not self.leads(partition):
                 # Leadership ended between two quotes: stop at once. The position is not
                 # committed past this quote, so whoever leads next starts from here.
                 self.stats.not_leader_skips += 1
@@ -147,6 +176,7 @@ class _QuoteWorker(PartitionWorker):
             if offset is not None:
                 done[partition] = offset
         self._producer.flush(FLUSH_TIMEOUT_S)
+        self._tally.flush()
         commits = []
         for partition, last in done.items():
             failed_at = self._failed.pop(partition, None)
@@ -159,10 +189,7 @@ class _QuoteWorker(PartitionWorker):
                 continue
             commits.append(TopicPartition(topics.quotes, partition, last + 1))
         for partition in skipped:
-            if partition in self.active:
-                # Re-assigned from the committed position when leadership comes back.
-                self.unassign(partition)
-                self.active.discard(partition)
+            self.drop(partition)  # resumed from the committed position once led again
         if commits:
             self.consumer.commit(offsets=commits, asynchronous=True)
 
@@ -170,6 +197,33 @@ class _QuoteWorker(PartitionWorker):
         topics = self._cfg.topics
         offset = msg.offset() or 0
         on_delivery = self._delivery_callback(partition, offset)
+        parent = sampled_context(msg.headers())
+        if parent is None:  # the common case: no span objects at all
+            self._price(msg, partition, offset, on_delivery, None)
+            return
+        key = msg.key()
+        process = self._path.start_process(
+            topics.quotes,
+            parent,
+            partition=partition,
+            offset=offset,
+            key=key.decode("utf-8", "replace") if isinstance(key, bytes) else "",
+            consumer_group=self._consumer_group,
+        )
+        try:
+            self._price(msg, partition, offset, on_delivery, process)
+        finally:
+            process.end()
+
+    def _price(
+        self,
+        msg: Message,
+        partition: int,
+        offset: int,
+        on_delivery: Callable[[KafkaError | None, Message], None],
+        process: Span | None,
+    ) -> None:
+        topics = self._cfg.topics
         try:
             quote = parse_quote(msg.value(), msg.key())
             check = self._guards[partition].check(quote.instrument, quote.seq)
@@ -178,6 +232,9 @@ class _QuoteWorker(PartitionWorker):
             self.stats.seq_gaps += check.gap
             price = self._book.price(quote)
         except InvalidQuoteError as exc:
+            if process is not None:
+                process.set_status(Status(StatusCode.ERROR, exc.reason))
+                process.set_attribute("pricing_ha.dead_letter.reason", exc.reason)
             self.stats.dead_lettered += 1
             self._producer.produce(
                 topics.dlq,
@@ -195,19 +252,33 @@ class _QuoteWorker(PartitionWorker):
                 on_delivery=on_delivery,
             )
             return
+        now_ns = time.time_ns()
+        headers: list[tuple[str, HeaderValue]] = [
+            ("seq", str(price.seq).encode()),
+            ("group", self._group.encode()),
+            ("member", self._member.encode()),
+            ("publish_ns", str(now_ns).encode()),
+        ]
+        if process is not None:
+            process.set_attribute("pricing_ha.seq", price.seq)
+            send = self._path.start_send(
+                topics.raw,
+                child_context(process),
+                key=quote.instrument,
+                partition=partition,
+                attributes={"pricing_ha.seq": price.seq},
+            )
+            headers.append((TRACEPARENT, traceparent_of(send)))
+            on_delivery = end_on_delivery(send, on_delivery)
         self._producer.produce(
             topics.raw,
             key=quote.instrument.encode(),
             value=encode_price(price),
             partition=partition,
-            headers=[
-                ("seq", str(price.seq).encode()),
-                ("group", self._group.encode()),
-                ("member", self._member.encode()),
-                ("publish_ns", str(time.time_ns()).encode()),
-            ],
+            headers=headers,
             on_delivery=on_delivery,
         )
+        self._tally.add(partition, quote.instrument, (now_ns - quote.source_time_ns) / 1e9, None)
         self.stats.priced += 1
         self.stats.per_partition[partition] = self.stats.per_partition.get(partition, 0) + 1
 
@@ -231,9 +302,13 @@ class Publisher(WorkerMember):
         cfg: the application configuration.
         group: the publishing group, e.g. ``"p1"``.
         member: this member's name (unique within the group).
+        telemetry: where spans and metrics go (default: nowhere). Its leadership tracing is
+            attached here, before NELI starts.
     """
 
-    def __init__(self, cfg: AppConfig, group: str, member: str) -> None:
+    def __init__(
+        self, cfg: AppConfig, group: str, member: str, telemetry: Telemetry | None = None
+    ) -> None:
         """Prepare the member; nothing connects until :meth:`start`."""
         self.cfg = cfg
         self.group = group
@@ -256,7 +331,12 @@ class Publisher(WorkerMember):
                 start_timeout_ms=cfg.broker.connect_timeout_ms,
             )
         )
-        super().__init__(neli, _QuoteWorker(cfg, group, member, neli.leads, self.stats))
+        tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
+        super().__init__(
+            neli, _QuoteWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        )
+        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
+            telemetry.observe_neli(neli)
 
     def status(self) -> dict[str, object]:
         """Leadership and counters."""
@@ -264,11 +344,33 @@ class Publisher(WorkerMember):
 
 
 async def serve_publisher(
-    cfg: AppConfig, group: str, member: str, stop: asyncio.Event | None = None
+    cfg: AppConfig,
+    group: str,
+    member: str,
+    stop: asyncio.Event | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+    health_file: Path | None = None,
 ) -> None:
-    """Run one publisher member until SIGTERM/SIGINT (or ``stop``), then shut down cleanly."""
-    publisher = Publisher(cfg, group, member)
+    """Run one publisher member until SIGTERM/SIGINT (or ``stop``), then shut down cleanly.
+
+    With ``telemetry``, the member is traced and measured, and serves ``/healthz``, ``/readyz``
+    and ``/metrics`` on ``[health] host`` and ``publisher_port`` (its URL is logged, and
+    written as JSON to ``health_file`` if given).
+    """
+    publisher = Publisher(cfg, group, member, telemetry)
     try:
-        await serve(publisher, f"publisher {group}/{member} ({neli_group_id(group)})", stop)
+        async with contextlib.AsyncExitStack() as stack:
+            if telemetry is not None:
+                await stack.enter_async_context(
+                    member_health(
+                        cfg,
+                        "publisher",
+                        telemetry,
+                        member_ready=publisher.readiness,
+                        health_file=health_file,
+                    )
+                )
+            await serve(publisher, f"publisher {group}/{member} ({neli_group_id(group)})", stop)
     finally:
         log.info("publisher %s/%s: %s", group, member, publisher.stats)

@@ -16,33 +16,53 @@ no LogAppendTime), so no seq is emitted twice across a fail-over. It then consum
 ``prices.raw[k]`` from its group's committed position, arbitrates (:mod:`pricing_ha.arbitration`)
 and commits the input position only once the output is acknowledged and nothing before it is
 still held in the reorder window. Malformed raw records go to the raw dead-letter topic.
+
+The records read and the rebuild are in :mod:`pricing_ha.relay_records`; producing, with the
+relay's telemetry (``process``/``send`` spans of sampled prices, a ``relay.switch`` span per
+switch of publisher, metrics), in :mod:`pricing_ha.relay_output`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from pathlib import Path
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_INVALID,
-    Consumer,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
 
 from neli import Mode, Neli, Variant
 from neli import NeliConfig as LibNeliConfig
-from pricing_ha.arbitration import Arbiter, Emission
+from pricing_ha.arbitration import Arbiter
 from pricing_ha.config import AppConfig
-from pricing_ha.kafka_headers import HeaderValue, header_dict, header_list
-from pricing_ha.partition_worker import FLUSH_TIMEOUT_S, PartitionWorker, WorkerMember, serve
-from pricing_ha.pricing import InvalidPriceError, decode_price
+from pricing_ha.kafka_headers import header_list
+from pricing_ha.partition_worker import PartitionWorker, WorkerMember, serve
+from pricing_ha.pricing import InvalidPriceError
+from pricing_ha.relay_output import RelayOutput, RelayStats
+from pricing_ha.relay_records import (
+    RawPrice,
+    as_bytes,
+    parse_raw,
+    parse_raw_record,
+    rebuild_high_water,
+)
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import sampled_context
+from pricing_ha.telemetry.service import member_health
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "RawPrice",
+    "Relay",
+    "RelayStats",
+    "parse_raw",
+    "raw_group_id",
+    "relay_group_id",
+    "serve_relay",
+]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -59,60 +79,6 @@ def raw_group_id(group: str) -> str:
     return f"pricing.{group}.raw"
 
 
-_REBUILD_IDLE_S = 0.5
-_REBUILD_EMPTY_S = 2.0  # how long an apparently empty partition is watched before trusting it
-
-
-@dataclass(frozen=True, slots=True)
-class RawPrice:
-    """One record of ``prices.raw`` as the relay keeps it."""
-
-    offset: int
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, HeaderValue]]
-
-
-@dataclass
-class RelayStats:
-    """Counters of one relay member."""
-
-    relayed: int = 0
-    dead_lettered: int = 0
-    not_leader_skips: int = 0
-    takeovers: int = 0
-    rebuild_s: list[float] = field(default_factory=list)
-    switches: int = 0
-
-
-def parse_raw(msg: Message) -> tuple[str, int, str]:
-    """Instrument, seq and source (``group/member``) of a raw price.
-
-    Raises:
-        InvalidPriceError: the record is not a valid price.
-    """
-    key, value = msg.key(), msg.value()
-    if not isinstance(key, bytes) or not isinstance(value, bytes):
-        raise InvalidPriceError("missing key or value")
-    price = decode_price(value)
-    try:
-        instrument = key.decode()
-    except UnicodeDecodeError as exc:
-        raise InvalidPriceError("key is not UTF-8") from exc
-    if instrument != price.instrument:
-        raise InvalidPriceError(f"key {instrument!r} differs from instrument {price.instrument!r}")
-    headers = header_dict(msg.headers())
-    return instrument, price.seq, f"{headers.get('group', '?')}/{headers.get('member', '?')}"
-
-
-def _bytes(data: HeaderValue) -> bytes:
-    return data.encode() if isinstance(data, str) else (data or b"")
-
-
-def _headers(msg: Message) -> list[tuple[str, HeaderValue]]:
-    return header_list(msg.headers())
-
-
 class _RelayWorker(PartitionWorker):
     def __init__(
         self,
@@ -121,6 +87,8 @@ class _RelayWorker(PartitionWorker):
         member: str,
         leads: Callable[[int], bool],
         stats: RelayStats,
+        *,
+        telemetry: Telemetry,
     ) -> None:
         broker = cfg.broker
         base = {"fetch.wait.max.ms": 10, "log.connection.close": False}
@@ -139,10 +107,9 @@ class _RelayWorker(PartitionWorker):
                 ),
                 logger=log,
             ),
+            leads,
         )
         self._cfg = cfg
-        self._member = member
-        self._leads = leads
         self.stats = stats
         self._window_s = cfg.relay.reorder_window_ms / 1000
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
@@ -150,18 +117,8 @@ class _RelayWorker(PartitionWorker):
             defaults=base,
             required={"group.id": f"relay-scan-{uuid.uuid4().hex}", "enable.auto.commit": False},
         )
-        self._producer = Producer(
-            broker.client_config(
-                defaults={"linger.ms": 1, "log.connection.close": False},
-                required={
-                    "acks": "all",
-                    "enable.idempotence": True,
-                    "client.id": f"relay-{member}-prices",
-                    # Output queued before a pause must expire, not land after a takeover.
-                    "message.timeout.ms": max(500, cfg.relay.session_timeout_ms // 2),
-                },
-            ),
-            logger=log,
+        self._out = RelayOutput(
+            cfg, member, raw_group_id(group), leads, stats=stats, telemetry=telemetry
         )
 
     # -- ownership ----------------------------------------------------------------------------
@@ -170,68 +127,28 @@ class _RelayWorker(PartitionWorker):
         """Rebuild high-water marks from ``prices[k]``, then consume ``prices.raw[k]``."""
         t0 = time.monotonic()
         arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
-        for instrument, seq in self._rebuild(partition).items():
+        marks = rebuild_high_water(self._scan_settings, self._cfg.topics.prices, partition)
+        for instrument, seq in marks.items():
             arbiter.set_high_water(instrument, seq)
         self._arbiters[partition] = arbiter
+        self._out.track(partition, arbiter)
         raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
         self.consumer.incremental_assign([raw])
         self.stats.takeovers += 1
         self.stats.rebuild_s.append(time.monotonic() - t0)
         log.info("relay took partition %d (rebuilt in %.3f s)", partition, time.monotonic() - t0)
 
-    def _rebuild(self, partition: int) -> dict[str, int]:
-        """Every instrument's highest seq on ``prices[partition]``, read to the end.
-
-        The end is where nothing new arrives for a while: nobody else emits on this partition
-        (exclusive ownership), so the partition is quiescent. The broker's high watermark is
-        only used as a lower bound of the end (it can be stale on some brokers), and the idle
-        clock starts after the first fetch has had time to complete.
-        """
-        scan = Consumer(self._scan_settings, logger=log)
-        high: dict[str, int] = {}
-        tp = TopicPartition(self._cfg.topics.prices, partition, OFFSET_BEGINNING)
-        try:
-            try:
-                _, end_hint = scan.get_watermark_offsets(tp, timeout=5.0, cached=False)
-            except KafkaException:
-                end_hint = 0
-            scan.assign([tp])
-            started = last_data = time.monotonic()
-            next_offset = 0
-            while True:
-                now = time.monotonic()
-                idle = now - last_data
-                if (
-                    next_offset >= end_hint
-                    and idle >= _REBUILD_IDLE_S
-                    and (next_offset > 0 or now - started >= _REBUILD_EMPTY_S)
-                ):
-                    break
-                for msg in scan.consume(1000, 0.05):
-                    last_data = time.monotonic()
-                    offset = msg.offset()
-                    if msg.error() is not None or offset is None:
-                        continue
-                    next_offset = max(next_offset, offset + 1)
-                    try:
-                        instrument, seq, _ = parse_raw(msg)
-                    except InvalidPriceError:
-                        continue
-                    if seq > high.get(instrument, 0):
-                        high[instrument] = seq
-        finally:
-            scan.close()
-        return high
-
     def unassign(self, partition: int) -> None:
         """Stop consuming ``prices.raw[k]``; held records are re-read by the next owner."""
         raw = TopicPartition(self._cfg.topics.raw, partition)
         self.consumer.incremental_unassign([raw])
+        self._out.report(self._arbiters)
         self._arbiters.pop(partition, None)
+        self._out.forget(partition)
 
     def close_clients(self) -> None:
         """Flush output, then close the input consumer."""
-        self._producer.flush(FLUSH_TIMEOUT_S)
+        self._out.close()
         self.consumer.close()
 
     # -- the hot path -------------------------------------------------------------------------
@@ -239,6 +156,7 @@ class _RelayWorker(PartitionWorker):
     def process(self, batch: list[Message]) -> None:
         """Arbitrate a batch, emit, flush, commit what is safe to commit."""
         now = time.monotonic()
+        out = self._out
         last: dict[int, int] = {}
         lost: set[int] = set()
         for msg in batch:
@@ -248,50 +166,50 @@ class _RelayWorker(PartitionWorker):
             arbiter = self._arbiters.get(partition)
             if arbiter is None or partition in lost:
                 continue
+            raw_headers = msg.headers()
             try:
-                instrument, seq, source = parse_raw(msg)
+                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
             except InvalidPriceError as exc:
-                self._dead_letter(msg, partition, offset, exc.reason)
+                out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
                 continue
-            item = RawPrice(offset, _bytes(msg.key()), _bytes(msg.value()), _headers(msg))
-            if not self._emit(partition, arbiter.offer(instrument, seq, item, source, now)):
+            item = RawPrice(
+                offset,
+                as_bytes(msg.key()),
+                as_bytes(msg.value()),
+                header_list(raw_headers),
+                source_ns,
+                publish_ns,
+            )
+            parent = sampled_context(raw_headers)
+            if parent is None:  # the common case: no span objects at all
+                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+            else:
+                what = (instrument, seq, source)
+                ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
+            if not ok:
                 lost.add(partition)
                 continue
             last[partition] = offset
         self._expire(now, lost)
-        self._producer.flush(FLUSH_TIMEOUT_S)
-        self._commit(last, lost)
+        failed = out.flush(self._arbiters)
+        self._commit(last, lost | failed)
+        for partition in failed:
+            # Output was not acknowledged: start the partition over (rebuild the high-water
+            # marks from prices, re-read prices.raw from the last commit) while still leading.
+            self.drop(partition)
 
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""
         lost: set[int] = set()
         self._expire(time.monotonic(), lost)
-        self._producer.poll(0)
+        for partition in lost | self._out.poll(self._arbiters):
+            self.drop(partition)
 
     def _expire(self, now: float, lost: set[int]) -> None:
         for partition, arbiter in list(self._arbiters.items()):
-            if partition not in lost and not self._emit(partition, arbiter.expire(now)):
+            if partition not in lost and not self._out.emit(partition, arbiter.expire(now)):
                 lost.add(partition)
-
-    def _emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
-        topic = self._cfg.topics.prices
-        for e in emissions:
-            if not self._leads(partition):
-                self.stats.not_leader_skips += 1
-                return False
-            headers: list[tuple[str, HeaderValue]] = [
-                *e.item.headers,
-                ("relay", self._member.encode()),
-                ("relay_ns", str(time.time_ns()).encode()),
-            ]
-            self._producer.produce(
-                topic, key=e.item.key, value=e.item.value, partition=partition, headers=headers
-            )
-            self.stats.relayed += 1
-            if e.switched_from is not None:
-                self.stats.switches += 1
-        return True
 
     def _commit(self, last: dict[int, int], lost: set[int]) -> None:
         commits = []
@@ -305,25 +223,7 @@ class _RelayWorker(PartitionWorker):
         if commits:
             self.consumer.commit(offsets=commits, asynchronous=True)
         for partition in lost:
-            if partition in self.active:
-                self.unassign(partition)
-                self.active.discard(partition)
-
-    def _dead_letter(self, msg: Message, partition: int, offset: int, reason: str) -> None:
-        self.stats.dead_lettered += 1
-        self._producer.produce(
-            self._cfg.topics.raw_dlq,
-            key=msg.key(),
-            value=msg.value(),
-            partition=partition,
-            headers=[
-                ("reason", reason.encode()),
-                ("source.topic", self._cfg.topics.raw.encode()),
-                ("source.partition", str(partition).encode()),
-                ("source.offset", str(offset).encode()),
-                ("relay", self._member.encode()),
-            ],
-        )
+            self.drop(partition)
 
 
 class Relay(WorkerMember):
@@ -333,9 +233,17 @@ class Relay(WorkerMember):
         cfg: the application configuration.
         member: this member's name.
         group: the relay group (one per deployment; ``relay`` by default).
+        telemetry: where spans and metrics go (default: nowhere). Its leadership tracing is
+            attached here, before NELI starts.
     """
 
-    def __init__(self, cfg: AppConfig, member: str, group: str = DEFAULT_GROUP) -> None:
+    def __init__(
+        self,
+        cfg: AppConfig,
+        member: str,
+        group: str = DEFAULT_GROUP,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         """Prepare the member; nothing connects until :meth:`start`."""
         self.cfg = cfg
         self.member = member
@@ -358,13 +266,42 @@ class Relay(WorkerMember):
                 start_timeout_ms=cfg.broker.connect_timeout_ms,
             )
         )
-        super().__init__(neli, _RelayWorker(cfg, group, member, neli.leads, self.stats))
+        tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
+        super().__init__(
+            neli, _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        )
+        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
+            telemetry.observe_neli(neli)
 
 
-async def serve_relay(cfg: AppConfig, member: str, group: str = DEFAULT_GROUP) -> None:
-    """Run one relay member until SIGTERM/SIGINT, then hand over cleanly."""
-    relay = Relay(cfg, member, group)
+async def serve_relay(
+    cfg: AppConfig,
+    member: str,
+    group: str = DEFAULT_GROUP,
+    stop: asyncio.Event | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+    health_file: Path | None = None,
+) -> None:
+    """Run one relay member until SIGTERM/SIGINT (or ``stop``), then hand over cleanly.
+
+    With ``telemetry``, the member is traced and measured, and serves ``/healthz``, ``/readyz``
+    and ``/metrics`` on ``[health] host`` and ``relay_port`` (its URL is logged, and written
+    as JSON to ``health_file`` if given).
+    """
+    relay = Relay(cfg, member, group, telemetry)
     try:
-        await serve(relay, f"relay {member} ({relay_group_id(group)})")
+        async with contextlib.AsyncExitStack() as stack:
+            if telemetry is not None:
+                await stack.enter_async_context(
+                    member_health(
+                        cfg,
+                        "relay",
+                        telemetry,
+                        member_ready=relay.readiness,
+                        health_file=health_file,
+                    )
+                )
+            await serve(relay, f"relay {member} ({relay_group_id(group)})", stop)
     finally:
         log.info("relay %s: %s", member, relay.stats)
