@@ -17,6 +17,7 @@ from pricing_ha.cli_support import (
     load_cli_config,
     stop_requested,
 )
+from pricing_ha.cli_telemetry import AzOption, HealthFileOption, with_az
 
 app = typer.Typer(
     name="pricing-ha",
@@ -63,14 +64,43 @@ def feed(
     summary_out: Annotated[
         Path | None, typer.Option(help="Write the final per-instrument state here (JSON).")
     ] = None,
+    az: AzOption = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve /healthz, /readyz, /metrics here (0: a free port)."
+        ),
+    ] = None,
+    health_file: HealthFileOption = None,
 ) -> None:
     """Produce synthetic (or replayed) market data to md.quotes."""
-    from pricing_ha.feed_producer import feed_main, with_overrides
+    import contextlib
+    import socket
 
-    with guarded(), stop_requested() as should_stop:
-        cfg = with_overrides(
-            load_cli_config(config, bootstrap), instruments=instruments, rate_hz=rate, seed=seed
+    from pricing_ha.feed_producer import feed_main, with_overrides
+    from pricing_ha.telemetry import HealthServer, setup_telemetry, tcp_reachable
+    from pricing_ha.telemetry.service import health_in_thread, write_health_file
+
+    with guarded(), stop_requested() as should_stop, contextlib.ExitStack() as stack:
+        cfg = with_az(
+            with_overrides(
+                load_cli_config(config, bootstrap), instruments=instruments, rate_hz=rate, seed=seed
+            ),
+            az,
         )
+        telemetry = setup_telemetry(
+            cfg, service_role="feed", group=None, member=socket.gethostname(), set_global=True
+        )
+        stack.callback(telemetry.shutdown)
+        if health_port is not None or health_file is not None:
+            server = HealthServer(
+                cfg.health.host, health_port or 0, metrics=telemetry.prometheus_text
+            )
+            server.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+            stack.enter_context(health_in_thread(server))
+            typer.echo(f"health: {server.url}/healthz /readyz /metrics")
+            if health_file is not None:
+                write_health_file(health_file, server.url, role="feed")
         summary = feed_main(
             cfg,
             replay=replay,
@@ -79,6 +109,7 @@ def feed(
             summary_out=summary_out,
             should_stop=should_stop,
             echo=typer.echo,
+            price_path=telemetry.price_path(),
         )
     if not summary.ok:
         typer.echo("error: not every quote was delivered", err=True)
@@ -122,22 +153,35 @@ def run(
     ] = None,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    *,
+    az: AzOption = None,
+    health_file: HealthFileOption = None,
 ) -> None:
-    """Run one publisher member of GROUP: NELI non-exclusive, prices md.quotes to prices.raw."""
+    """Run one publisher member of GROUP: NELI non-exclusive, prices md.quotes to prices.raw.
+
+    Serves /healthz, /readyz and /metrics on health.host and health.publisher_port.
+    """
     import logging
     import os
     import socket
 
     from pricing_ha import aio
     from pricing_ha.publisher import serve_publisher
+    from pricing_ha.telemetry import setup_telemetry
     from pricing_ha.topics import check_layout, make_admin
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with guarded():
-        cfg = load_cli_config(config, bootstrap)
+        cfg = with_az(load_cli_config(config, bootstrap), az)
         check_layout(make_admin(cfg), cfg)
         name = member or f"{socket.gethostname()}-{os.getpid()}"
-        aio.run(serve_publisher(cfg, group, name))
+        telemetry = setup_telemetry(
+            cfg, service_role="publisher", group=group, member=name, set_global=True
+        )
+        try:
+            aio.run(serve_publisher(cfg, group, name, telemetry=telemetry, health_file=health_file))
+        finally:
+            telemetry.shutdown()
 
 
 @app.command()
@@ -146,22 +190,60 @@ def dedupe(
     group: Annotated[str, typer.Option(help="Relay group (one per deployment).")] = "relay",
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    *,
+    az: AzOption = None,
+    health_file: HealthFileOption = None,
 ) -> None:
-    """Run one relay member: exclusive owner per partition, writes deduplicated `prices`."""
+    """Run one relay member: exclusive owner per partition, writes deduplicated `prices`.
+
+    Serves /healthz, /readyz and /metrics on health.host and health.relay_port.
+    """
     import logging
     import os
     import socket
 
     from pricing_ha import aio
     from pricing_ha.relay import serve_relay
+    from pricing_ha.telemetry import setup_telemetry
     from pricing_ha.topics import check_layout, make_admin
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with guarded():
-        cfg = load_cli_config(config, bootstrap)
+        cfg = with_az(load_cli_config(config, bootstrap), az)
         check_layout(make_admin(cfg), cfg)
         name = member or f"{socket.gethostname()}-{os.getpid()}"
-        aio.run(serve_relay(cfg, name, group))
+        telemetry = setup_telemetry(
+            cfg, service_role="relay", group=group, member=name, set_global=True
+        )
+        try:
+            aio.run(serve_relay(cfg, name, group, telemetry=telemetry, health_file=health_file))
+        finally:
+            telemetry.shutdown()
+
+
+@app.command()
+def traces(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="DIR",
+            help="Directory of JSON-lines span files (default: the telemetry.traces_dir setting).",
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="Where the HTML leadership timeline is written.")
+    ] = Path("out/leadership.html"),
+    config: ConfigOption = None,
+) -> None:
+    """Show a run's fail-overs from its span files: a text tree and an HTML leadership timeline."""
+    from pricing_ha.traces_view import traces_main
+
+    with guarded():
+        where = directory or load_cli_config(config, None).telemetry.traces_dir
+        if not where.is_dir():
+            typer.echo(f"error: no span directory at {where}", err=True)
+            raise typer.Exit(1)
+        traces_main(where, out, echo=typer.echo)
 
 
 @app.command()

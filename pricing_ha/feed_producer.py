@@ -10,6 +10,11 @@ duplicates from producer retries.
 Before producing, the feed checks that the broker answers (bounded by
 ``broker.connect_timeout_ms``) and that ``md.quotes`` has M partitions. It stops at the first
 failed delivery: a synthetic quote lost in transit would be an unexplained gap downstream.
+
+Price-path tracing starts here: with a :class:`~pricing_ha.telemetry.pricepath.PricePath`, each
+quote is drawn for tracing at ``price_sample_ratio``; a drawn quote gets a ``send md.quotes``
+span, ended when the broker acknowledges it, and carries its W3C ``traceparent`` header. The
+other quotes are sent exactly as without tracing (no span, no header).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from confluent_kafka import KafkaError, Message, Producer
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError, TopicLayoutError
 from pricing_ha.feed import FeedSummary, SyntheticMarket, feed_symbols, read_replay
+from pricing_ha.kafka_headers import HeaderValue
 from pricing_ha.partitioning import KEYED_PRODUCER_SETTINGS
 from pricing_ha.quotes import Quote, encode_quote
+from pricing_ha.telemetry.pricepath import TRACEPARENT, PricePath, end_on_delivery, traceparent_of
 from pricing_ha.topics import fetch_metadata, partition_counts
 
 __all__ = ["PRODUCER_DEFAULTS", "PRODUCER_REQUIRED", "feed_main", "run_feed", "with_overrides"]
@@ -56,7 +63,13 @@ class ProducerLike(Protocol):
     """The part of confluent-kafka's ``Producer`` the feed uses (a seam for unit tests)."""
 
     def produce(
-        self, topic: str, *, value: bytes, key: str, on_delivery: Callable[[Any, Any], None]
+        self,
+        topic: str,
+        *,
+        value: bytes,
+        key: str,
+        on_delivery: Callable[[Any, Any], None],
+        headers: list[tuple[str, HeaderValue]] | None = None,
     ) -> None:
         """Queues one message; raises ``BufferError`` when the local queue is full."""
 
@@ -132,6 +145,7 @@ def run_feed(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     producer_factory: Callable[[_Settings], ProducerLike] = Producer,
+    price_path: PricePath | None = None,
 ) -> FeedSummary:
     """Produces quotes to ``topics.quotes`` until a limit, a stop request or a failure.
 
@@ -146,6 +160,7 @@ def run_feed(
         clock: monotonic clock, injectable for tests.
         sleep: sleep function, injectable for tests.
         producer_factory: builds the producer from its settings, injectable for tests.
+        price_path: traces a sample of the quotes (see the module docstring); ``None``: none.
 
     Returns:
         The summary, after a flush bounded by ``message.timeout.ms``.
@@ -168,19 +183,36 @@ def run_feed(
             sleep(min(wait, _MAX_SLEEP_S))
         if should_stop() or summary.failed:
             break
-        _produce(producer, cfg.topics.quotes, quote, summary)
+        _produce(producer, cfg.topics.quotes, quote, summary, price_path)
     # Wait out the last deliveries; message.timeout.ms guarantees each one resolves by then.
     producer.flush(float(settings["message.timeout.ms"]) / 1000 + 5)
     return summary
 
 
-def _produce(producer: ProducerLike, topic: str, quote: Quote, summary: FeedSummary) -> None:
-    callback = partial(_on_delivery, summary, quote.instrument, quote.seq)
+def _produce(
+    producer: ProducerLike,
+    topic: str,
+    quote: Quote,
+    summary: FeedSummary,
+    price_path: PricePath | None = None,
+) -> None:
+    callback: Callable[[Any, Any], None] = partial(
+        _on_delivery, summary, quote.instrument, quote.seq
+    )
     value = encode_quote(quote)
+    extra: dict[str, Any] = {}
+    if price_path is not None and price_path.sample_root():
+        span = price_path.start_send(
+            topic, None, key=quote.instrument, attributes={"pricing_ha.seq": quote.seq}
+        )
+        extra["headers"] = [(TRACEPARENT, traceparent_of(span))]
+        callback = end_on_delivery(span, callback)
     while True:
         try:
             # No partition argument: the default partitioner must place the instrument.
-            producer.produce(topic, value=value, key=quote.instrument, on_delivery=callback)
+            producer.produce(
+                topic, value=value, key=quote.instrument, on_delivery=callback, **extra
+            )
             break
         except BufferError:
             producer.poll(0.1)  # local queue full: let deliveries drain, then retry
@@ -197,6 +229,7 @@ def feed_main(
     summary_out: Path | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     echo: Callable[[str], None] = print,
+    price_path: PricePath | None = None,
 ) -> FeedSummary:
     """Runs the feed as the ``pricing-ha feed`` command does.
 
@@ -230,6 +263,7 @@ def feed_main(
         count=count,
         duration_s=duration_s,
         should_stop=should_stop,
+        price_path=price_path,
     )
     echo(summary.render())
     if summary_out is not None:

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,8 @@ class PricingCluster:
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     session_ms: int = SESSION_MS
     members: dict[str, Proc] = field(default_factory=dict)
+    #: Extra environment variables of every process (e.g. ``PRICING_HA__TELEMETRY__...``).
+    env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Write the configuration file."""
@@ -126,9 +128,16 @@ class PricingCluster:
         """A unique publishing-group name for this cluster (e.g. ``p1-<uid>``)."""
         return f"{name}-{self.uid}"
 
-    def cli(self, name: str, *args: str) -> Proc:
-        """Start ``pricing-ha ARGS --config <this cluster's file>`` as a supervised process."""
-        proc = self.procs.spawn(name, [*pricing_cli(), *args, "--config", str(self.config_path)])
+    def cli(self, name: str, *args: str, env: Mapping[str, str] | None = None) -> Proc:
+        """Start ``pricing-ha ARGS --config <this cluster's file>`` as a supervised process.
+
+        Its environment adds :attr:`env`, then ``env``.
+        """
+        proc = self.procs.spawn(
+            name,
+            [*pricing_cli(), *args, "--config", str(self.config_path)],
+            env={**self.env, **(env or {})},
+        )
         self.members[name] = proc
         return proc
 

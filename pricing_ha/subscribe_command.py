@@ -5,10 +5,16 @@ silence) is redrawn every ``refresh_s`` on a terminal and printed every ``refres
 stdout is a file. ``--json`` prints one JSON object per delivered price instead. The verdict
 (:meth:`~pricing_ha.subscriber_stats.SubscriberStats.summary`) is written to
 ``--summary-out`` so that the demo and the tests can compare it with the feed's summary.
+
+The subscriber is traced and measured (:mod:`pricing_ha.telemetry`, role ``subscriber``) and
+serves ``/healthz``, ``/readyz`` (broker reachable, partitions assigned) and ``/metrics`` on
+``[health] host`` and ``subscriber_port`` while it runs; the URL goes to the diagnostics.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +26,14 @@ from pricing_ha import aio
 from pricing_ha.config import AppConfig
 from pricing_ha.subscriber import Delivery, Subscriber
 from pricing_ha.subscriber_stats import SubscriberStats
+from pricing_ha.telemetry import (
+    HealthServer,
+    Telemetry,
+    health_port,
+    setup_telemetry,
+    tcp_reachable,
+)
+from pricing_ha.telemetry.service import write_health_file
 
 __all__ = ["delivery_json", "subscribe_main"]
 
@@ -46,6 +60,12 @@ def delivery_json(d: Delivery) -> bytes:
             "latency_ms": round(d.latency_s * 1000, 3),
         }
     )
+
+
+def _assigned(sub: Subscriber) -> bool:
+    if not sub.started:
+        raise RuntimeError("the partitions are not assigned (yet)")
+    return True
 
 
 async def _run(
@@ -91,6 +111,8 @@ def subscribe_main(
     should_stop: Callable[[], bool] = lambda: False,
     echo: Callable[[str], object],
     echo_err: Callable[[str], object],
+    telemetry: Telemetry | None = None,
+    health_file: Path | None = None,
 ) -> SubscriberStats:
     """Subscribes until ``should_stop()``, or for ``duration_s``; then reports.
 
@@ -106,6 +128,9 @@ def subscribe_main(
         should_stop: polled between polls of the topic (e.g. set by SIGTERM).
         echo: prints one piece of standard output.
         echo_err: prints one line of diagnostics.
+        telemetry: where spans and metrics go; by default set up here (and shut down at the
+            end) for role ``subscriber``.
+        health_file: write the health endpoints' URL here (JSON), once they listen.
 
     Returns:
         The subscriber's statistics.
@@ -114,19 +139,44 @@ def subscribe_main(
         BrokerUnavailableError: if the broker does not answer.
         TopicLayoutError: if the topic does not exist.
     """
+    tel = telemetry or setup_telemetry(
+        cfg,
+        service_role="subscriber",
+        group=None,
+        member=f"{socket.gethostname()}-{os.getpid()}",
+    )
     sub = Subscriber(
-        cfg, direct=direct, instruments=instruments or None, from_beginning=from_beginning
+        cfg,
+        direct=direct,
+        instruments=instruments or None,
+        from_beginning=from_beginning,
+        telemetry=tel,
     )
-    aio.run(
-        _run(
-            sub,
-            as_json=as_json,
-            duration_s=duration_s,
-            refresh_s=refresh_s,
-            should_stop=should_stop,
-            echo=echo,
-        )
+    health = HealthServer(
+        cfg.health.host, health_port(cfg.health, "subscriber"), metrics=tel.prometheus_text
     )
+    health.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+    health.add_check("subscriber", lambda: _assigned(sub))
+
+    async def run() -> None:
+        async with health:
+            echo_err(f"health: {health.url}/healthz /readyz /metrics")
+            if health_file is not None:
+                write_health_file(health_file, health.url, role="subscriber")
+            await _run(
+                sub,
+                as_json=as_json,
+                duration_s=duration_s,
+                refresh_s=refresh_s,
+                should_stop=should_stop,
+                echo=echo,
+            )
+
+    try:
+        aio.run(run())
+    finally:
+        if telemetry is None:
+            tel.shutdown()
     stats = sub.stats
     if summary_out is not None:
         summary_out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,9 @@ Two modes:
 
 In both modes a jump in seq is delivered at once (relay mode) or after the reorder window
 (direct mode) and reported as a gap, and :attr:`Subscriber.stats` keeps per-instrument
-figures computed from the delivered stream (see :mod:`pricing_ha.subscriber_stats`).
+figures computed from the delivered stream (see :mod:`pricing_ha.subscriber_stats`). With
+telemetry, sampled prices end their trace here, direct-mode switches of publisher are spans,
+and deliveries are measured (:mod:`pricing_ha.subscriber_telemetry`).
 
 Every partition is assigned manually (no consumer group membership, nothing committed). All
 librdkafka calls run on one dedicated thread, so they never block the event loop and the
@@ -42,6 +44,8 @@ from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscriber_stats import SubscriberStats
+from pricing_ha.subscriber_telemetry import SubscriberTelemetry
+from pricing_ha.telemetry import Telemetry
 from pricing_ha.topics import fetch_metadata
 
 __all__ = ["ConsumerLike", "Delivery", "Subscriber"]
@@ -146,12 +150,12 @@ def _text(value: str | bytes | None) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
 
 
-def _headers(msg: Message) -> tuple[str, int | None]:
-    """``group/member`` and ``publish_ns`` from a price's headers."""
+def _headers(msg: Message) -> tuple[str, int | None, str | None]:
+    """``group/member``, ``publish_ns`` and ``traceparent`` from a price's headers."""
     headers = msg.headers() or ()
     pairs = headers.items() if isinstance(headers, dict) else headers
     group = member = "?"
-    publish_ns = None
+    publish_ns = traceparent = None
     for key, value in pairs:
         if key == "group":
             group = _text(value)
@@ -160,7 +164,9 @@ def _headers(msg: Message) -> tuple[str, int | None]:
         elif key == "publish_ns":
             text = _text(value)
             publish_ns = int(text) if text.isdigit() else None
-    return f"{group}/{member}", publish_ns
+        elif key == "traceparent":
+            traceparent = _text(value)
+    return f"{group}/{member}", publish_ns, traceparent
 
 
 class Subscriber:
@@ -175,6 +181,7 @@ class Subscriber:
         wall_ns: wall clock in nanoseconds, for latencies.
         consumer_factory: builds the consumer from its configuration (confluent-kafka's
             ``Consumer`` by default; a fake in unit tests).
+        telemetry: where spans and metrics go (default: nowhere).
     """
 
     def __init__(
@@ -187,6 +194,7 @@ class Subscriber:
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
         consumer_factory: Callable[[dict[str, Any]], ConsumerLike] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """Prepares the subscriber; nothing connects until :meth:`start`."""
         self.cfg = cfg
@@ -204,6 +212,11 @@ class Subscriber:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="subscriber")
         self._consumer: ConsumerLike | None = None
         self._closed = False
+        # Never joined or committed: assign() needs no group, librdkafka needs an id.
+        self.group_id = f"pricing-ha-subscriber-{uuid.uuid4().hex[:12]}"
+        self._telemetry = SubscriberTelemetry(
+            telemetry, topic=self.topic, group_id=self.group_id, direct=direct
+        )
 
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
         """Runs a librdkafka call on the consumer's own thread."""
@@ -221,8 +234,7 @@ class Subscriber:
             broker.client_config(
                 defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
                 required={
-                    # Never joined or committed: assign() needs no group, librdkafka needs an id.
-                    "group.id": f"pricing-ha-subscriber-{uuid.uuid4().hex[:12]}",
+                    "group.id": self.group_id,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                 },
@@ -301,7 +313,13 @@ class Subscriber:
             self._offer(msg, now, wall, out)
         if deadline is not None:
             self._deliver(self.arbiter.expire(now), now, wall, out)
+        self._telemetry.flush()
         return out
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` assigned the partitions and :meth:`close` was not called."""
+        return self._consumer is not None and not self._closed
 
     def _offer(self, msg: Message, now: float, wall: int, out: list[Delivery]) -> None:
         err = msg.error()
@@ -322,14 +340,28 @@ class Subscriber:
             self.stats.invalid += 1
             log.warning("price of %s under key %r", price.instrument, key)
             return
-        source, publish_ns = _headers(msg)
+        source, publish_ns, traceparent = _headers(msg)
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
+        span = self._telemetry.start_process(
+            traceparent,
+            partition=copy.partition,
+            offset=copy.offset,
+            instrument=price.instrument,
+            seq=price.seq,
+            source=source,
+        )
         arbiter = self.arbiter
         dropped = arbiter.duplicates
         emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
         if arbiter.duplicates != dropped:
             self.stats.on_dropped(price.instrument)
+            self._telemetry.dropped(copy.partition)
         self._deliver(emissions, now, wall, out)
+        if span is not None:  # a sampled price: its trace ends here
+            delivered = any(e.item is copy for e in emissions)
+            held = "duplicate" if arbiter.duplicates != dropped else "held"
+            span.set_attribute("pricing_ha.arbitration", "delivered" if delivered else held)
+            span.end()
 
     def _deliver(
         self, emissions: list[Emission[_Copy]], now: float, wall: int, out: list[Delivery]
@@ -358,4 +390,11 @@ class Subscriber:
             if c.publish_ns is not None:
                 stats.publish_latency_s.append((wall - c.publish_ns) / 1e9)
             stats.source_latency_s.append((wall - c.price.source_time_ns) / 1e9)
+            self._telemetry.delivered(
+                e,
+                partition=c.partition,
+                source_ns=c.price.source_time_ns,
+                publish_ns=c.publish_ns,
+                wall=wall,
+            )
             out.append(delivery)

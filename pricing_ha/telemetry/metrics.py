@@ -16,7 +16,12 @@ instrument                             kind        attributes
 ``pricing_ha.seq.gaps``                counter     stage, partition
 ``pricing_ha.instrument.staleness``    gauge (s)   instrument
 ``pricing_ha.price.latency``           histogram   stage (end-to-end: source time to here, s)
+``pricing_ha.price.hop_latency``       histogram   stage (the previous stage's produce to here)
 =====================================  ==========  ===========================================
+
+The hot paths do not call these instruments per price (one measurement costs about as much as
+pricing a quote): they count in a :class:`~pricing_ha.telemetry.tally.PriceTally` and flush it
+once per batch.
 
 Partitions are attribute *strings*, as in the messaging semantic conventions.
 """
@@ -104,6 +109,12 @@ class PricingMetrics:
             description="End-to-end latency from the quote's source time, by stage",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
         )
+        self.hop_latency = meter.create_histogram(
+            "pricing_ha.price.hop_latency",
+            unit="s",
+            description="Latency of the last hop: the previous stage's produce to here, by stage",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
         meter.create_observable_gauge(
             "pricing_ha.leadership.held",
             callbacks=[self._observe_held],
@@ -153,6 +164,15 @@ class PricingMetrics:
         with self._lock:
             if at > self._fresh.get(instrument, float("-inf")):
                 self._fresh[instrument] = at
+
+    def mark_fresh_many(self, instruments: Iterable[str], at_wall: float | None = None) -> None:
+        """Prices of every one of ``instruments`` were seen (at ``at_wall``, default now)."""
+        at = self._clock() if at_wall is None else at_wall
+        with self._lock:
+            fresh = self._fresh
+            for instrument in instruments:
+                if at > fresh.get(instrument, float("-inf")):
+                    fresh[instrument] = at
 
     def forget_instrument(self, instrument: str) -> None:
         """Stop reporting staleness for ``instrument`` (e.g. its partition moved away)."""

@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
+    Decision,
     ParentBased,
     Sampler,
     SamplingResult,
@@ -51,6 +52,7 @@ from neli import LeadershipTracing, Neli, trace_leadership
 from pricing_ha.config import AppConfig
 from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter
 from pricing_ha.telemetry.metrics import PricingMetrics
+from pricing_ha.telemetry.pricepath import CALLER_SAMPLED_KEY, PricePath
 from pricing_ha.telemetry.prometheus import render_prometheus
 
 __all__ = ["SERVICE_NAME", "PricePathSampler", "Telemetry", "setup_telemetry"]
@@ -70,8 +72,11 @@ class PricePathSampler(Sampler):
 
     Producer and consumer spans (``send {topic}``, ``process {topic}``) are the price path: a
     root one is sampled with probability ``ratio`` (by trace id, so every process agrees), a
-    child follows its parent (the context arrives in the Kafka headers). Other spans follow
-    their parent when they have one, and are always sampled as roots.
+    child follows its parent (the context arrives in the Kafka headers). A root whose caller
+    has already drawn the ratio (:class:`~pricing_ha.telemetry.pricepath.PricePath` does, so
+    that unsampled prices cost no span object) says so in its parent context
+    (:data:`~pricing_ha.telemetry.pricepath.CALLER_SAMPLED_KEY`) and is recorded. Other spans
+    follow their parent when they have one, and are always sampled as roots.
 
     Args:
         ratio: the price-path sampling ratio, 0..1.
@@ -94,7 +99,16 @@ class PricePathSampler(Sampler):
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
         """Decide by span kind (see the class docstring)."""
-        sampler = self._price if kind in (SpanKind.PRODUCER, SpanKind.CONSUMER) else self._other
+        if kind not in (SpanKind.PRODUCER, SpanKind.CONSUMER):
+            sampler = self._other
+        elif (
+            parent_context is not None
+            and parent_context.get(CALLER_SAMPLED_KEY) is True
+            and not trace.get_current_span(parent_context).get_span_context().is_valid
+        ):
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+        else:
+            sampler = self._price
         return sampler.should_sample(
             parent_context, trace_id, name, kind, attributes, links, trace_state
         )
@@ -125,6 +139,7 @@ class Telemetry:
         destination: where spans go: ``"otlp <url>"``, ``"file <path>"`` or ``"disabled"``.
         trace_file: the JSON-lines file, when spans go to a file.
         az: the availability zone.
+        price_sample_ratio: the share of prices whose path is traced (``[telemetry]``).
     """
 
     def __init__(
@@ -137,6 +152,7 @@ class Telemetry:
         destination: str,
         trace_file: Path | None,
         az: str,
+        price_sample_ratio: float = 0.0,
     ) -> None:
         """Use :func:`setup_telemetry`."""
         self.enabled = metric_reader is not None
@@ -147,12 +163,31 @@ class Telemetry:
         self.destination = destination
         self.trace_file = trace_file
         self.az = az
+        self.price_sample_ratio = price_sample_ratio
         self.metrics = PricingMetrics(meter_provider.get_meter(_INSTRUMENTATION))
         self._closed = False
+
+    @classmethod
+    def noop(cls, az: str = "local") -> Telemetry:
+        """Telemetry that records nothing (for components built without an entry point)."""
+        return cls(
+            tracer_provider=trace.NoOpTracerProvider(),
+            meter_provider=otel_metrics.NoOpMeterProvider(),
+            metric_reader=None,
+            resource={"service.name": SERVICE_NAME},
+            destination="disabled",
+            trace_file=None,
+            az=az,
+            price_sample_ratio=0.0,
+        )
 
     def tracer(self, name: str = _INSTRUMENTATION) -> trace.Tracer:
         """A tracer of this process's provider."""
         return self.tracer_provider.get_tracer(name)
+
+    def price_path(self) -> PricePath:
+        """The price-path span helper, sampling at this process's ``price_sample_ratio``."""
+        return PricePath(self.tracer(), self.price_sample_ratio if self.enabled else 0.0)
 
     def observe_neli(
         self, neli: Neli, *, roles: Callable[[int], Iterable[str]] | None = None
@@ -289,4 +324,5 @@ def setup_telemetry(
         destination=destination,
         trace_file=trace_file,
         az=az,
+        price_sample_ratio=tcfg.price_sample_ratio,
     )

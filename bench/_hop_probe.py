@@ -1,0 +1,111 @@
+"""Single-hop broker latency, the reference for the end-to-end figures (run as a process).
+
+``produce``: a paced producer stamping ``time.time_ns()`` into each value right before
+``produce()`` (absolute schedule, like the feed). ``consume``: a consumer with
+``fetch.wait.max.ms=10`` (like the subscriber and the relay) assigned to the end of the topic,
+taking the receive time after each fetch; it writes n / p50 / p99 / max (ms) as JSON.
+
+Run: ``python bench/_hop_probe.py produce BOOTSTRAP TOPIC RATE DURATION_S [LINGER_MS]`` and
+``python bench/_hop_probe.py consume BOOTSTRAP TOPIC PARTITIONS MAX_S OUT_JSON [SKIP_S]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+from pricing_ha.subscriber_stats import percentiles
+
+PRODUCER_SETTINGS: dict[str, str | int | bool] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "log.connection.close": False,
+}
+
+
+def produce(bootstrap: str, topic: str, rate: float, duration_s: float, linger_ms: int) -> None:
+    """Send ``rate`` stamped records per second for ``duration_s``."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, **PRODUCER_SETTINGS}
+    )
+    producer.list_topics(topic, timeout=10)  # connect before the first stamp
+    start = time.monotonic()
+    i = 0
+    while True:
+        due = start + i / rate
+        if due - start >= duration_s:
+            break
+        while (wait := due - time.monotonic()) > 0:
+            time.sleep(min(wait, 0.05))
+        value = str(time.time_ns()).encode()
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 100).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+        i += 1
+    producer.flush(30)
+    print(f"produced {i} records in {time.monotonic() - start:.1f} s")
+
+
+def consume(
+    bootstrap: str, topic: str, partitions: int, max_s: float, out: Path, *, skip_s: float
+) -> None:
+    """Receive until idle (5 s after data) or ``max_s``; write latency percentiles."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-hop-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            "log.connection.close": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    stamps: list[tuple[int, int]] = []  # (sent ns, received ns)
+    end = time.monotonic() + max_s
+    last_data: float | None = None
+    try:
+        while time.monotonic() < end:
+            if last_data is not None and time.monotonic() - last_data > 5.0:
+                break
+            msgs = consumer.consume(1, 0.1)
+            if msgs:
+                msgs += consumer.consume(999, 0)
+            now = time.time_ns()
+            for msg in msgs:
+                value = msg.value()
+                if msg.error() is None and isinstance(value, bytes):
+                    stamps.append((int(value), now))
+                    last_data = time.monotonic()
+    finally:
+        consumer.close()
+    first = min((s for s, _ in stamps), default=0)
+    kept = [(r - s) / 1e9 for s, r in stamps if s >= first + skip_s * 1e9]
+    doc = {"received": len(stamps), "skipped_first_s": skip_s, **percentiles(kept)}
+    out.write_text(json.dumps(doc) + "\n")
+    print(json.dumps(doc))
+
+
+def main() -> None:
+    """Dispatch on the first argument."""
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "produce":
+        linger = int(args[4]) if len(args) > 4 else 1
+        produce(args[0], args[1], float(args[2]), float(args[3]), linger)
+    elif cmd == "consume":
+        skip = float(args[5]) if len(args) > 5 else 1.0
+        consume(args[0], args[1], int(args[2]), float(args[3]), Path(args[4]), skip_s=skip)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Shared helpers of the end-to-end benchmarks: a whole pipeline, a feed, topic counters.
+
+A pipeline is one :class:`~pricing_ha.local_cluster.PricingCluster` (fresh topics) with both
+publishing groups (``p1`` and ``p2``, ``members`` each), two relays (``r1``, ``r2``) and, once
+they all lead, a synthetic feed. Each feed process restarts every instrument's seq at 1, so a
+cluster carries exactly one feed run: a new rate needs a new cluster.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from pricing_ha.local_cluster import PricingCluster
+from pricing_ha.procs import Proc, ProcessGroup
+
+MEMBER_NAMES = "abcd"
+
+
+def start_pipeline(
+    procs: ProcessGroup, bootstrap: str, workdir: Path, members: int = 1, relays: int = 2
+) -> PricingCluster:
+    """Fresh topics; ``members`` publishers per group and ``relays`` relays, all leading."""
+    cluster = PricingCluster(procs, bootstrap, workdir)
+    cluster.create_topics()
+    for group in ("p1", "p2"):
+        for m in MEMBER_NAMES[:members]:
+            cluster.publisher(group, m)
+    for r in range(1, relays + 1):
+        cluster.relay(f"r{r}")
+    cluster.wait_led(["p1", "p2", "relay"])
+    relays = [cluster.members[f"relay-r{r}"] for r in range(1, relays + 1)]
+    # Leading is not yet relaying: each relay first rebuilds its partitions (2 s when empty).
+    if not wait_until(lambda: _took(relays) >= cluster.partitions, 60):
+        raise AssertionError(f"the relays did not take every partition: {_took(relays)}")
+    return cluster
+
+
+def _took(relays: list[Proc]) -> int:
+    """How many partition takeovers the relays have logged."""
+    return sum(p.log_path.read_text(errors="replace").count("relay took partition") for p in relays)
+
+
+def start_feed(
+    cluster: PricingCluster,
+    *,
+    instruments: int,
+    rate_hz: float,
+    count: int | None = None,
+    duration_s: float | None = None,
+) -> Proc:
+    """``pricing-ha feed``: ``rate_hz`` per instrument (0: unpaced), summary as feed() writes."""
+    args = [
+        "feed",
+        f"--instruments={instruments}",
+        f"--rate={rate_hz:g}",
+        f"--summary-out={cluster.workdir / f'feed-{cluster.uid}.json'}",
+    ]
+    if count is not None:
+        args.append(f"--count={count}")
+    if duration_s is not None:
+        args.append(f"--duration={duration_s:g}")
+    return cluster.cli("feed", *args)
+
+
+class TopicCounter:
+    """Counts the records of some topics by consuming them from the beginning, in a thread.
+
+    ``samples[topic]`` is a list of (monotonic time, cumulative count), one entry per fetch
+    that brought records of that topic. The embedded broker's watermarks are not trusted.
+    """
+
+    def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:
+        """Start counting."""
+        self.topics = topics
+        self.counts = dict.fromkeys(topics, 0)
+        now = time.monotonic()
+        self.samples: dict[str, list[tuple[float, int]]] = {t: [(now, 0)] for t in topics}
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-count-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "log.connection.close": False,
+            }
+        )
+        self._consumer.assign(
+            [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in range(partitions)]
+        )
+        self._thread = threading.Thread(target=self._run, name="bench-count", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            while not self._stop.is_set():
+                batch = consumer.consume(1, 0.1)
+                if batch:
+                    batch += consumer.consume(9999, 0)
+                now = time.monotonic()
+                seen: set[str] = set()
+                for msg in batch:
+                    if msg.error() is None:
+                        topic = msg.topic() or ""
+                        self.counts[topic] += 1
+                        seen.add(topic)
+                for topic in seen:
+                    self.samples[topic].append((now, self.counts[topic]))
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        """Stop counting."""
+        self._stop.set()
+        self._thread.join(10)
+
+    def reached(self, topic: str, n: float) -> float | None:
+        """The monotonic time at which ``topic`` first had ``n`` records (None if not yet)."""
+        samples = list(self.samples[topic])
+        i = bisect.bisect_left([c for _, c in samples], n)
+        return samples[i][0] if i < len(samples) else None
+
+    def count_at(self, topic: str, t: float) -> int:
+        """The count of ``topic`` as last sampled at or before monotonic time ``t``."""
+        samples = list(self.samples[topic])
+        i = bisect.bisect_right([s for s, _ in samples], t)
+        return samples[i - 1][1] if i else 0
+
+    def rate(self, topic: str, lo: float, hi: float) -> float | None:
+        """Records per second while ``topic`` grew from ``lo`` to ``hi`` records."""
+        t_lo, t_hi = self.reached(topic, lo), self.reached(topic, hi)
+        if t_lo is None or t_hi is None or t_hi <= t_lo:
+            return None
+        return (hi - lo) / (t_hi - t_lo)
+
+    def wait_for(self, topic: str, n: int, *, timeout_s: float, stall_s: float) -> bool:
+        """Wait for ``n`` records of ``topic``; give up on timeout or ``stall_s`` without growth."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.counts[topic] >= n:
+                return True
+            last_growth = self.samples[topic][-1][0]
+            if time.monotonic() - max(last_growth, deadline - timeout_s) > stall_s:
+                return False
+            time.sleep(0.1)
+        return self.counts[topic] >= n
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) -> bool:
+    """Poll ``cond`` until it holds (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(poll_s)
+    return bool(cond())
+
+
+def foreign_processes() -> list[str]:
+    """Broker, pricing-ha and pytest processes on this machine that this benchmark did not start.
+
+    The machine may be shared (other test runs); their processes compete for the same cores.
+    """
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        pid = int(proc.name)
+        parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        commands[pid] = cmd.strip()
+
+    def mine(pid: int) -> bool:
+        while pid > 1:
+            if pid == me:
+                return True
+            pid = parents.get(pid, 1)
+        return False
+
+    wanted = ("tansu", "pricing-ha", "pytest", "pricing_ha.")
+    return sorted(
+        f"{pid} {cmd[:120]}"
+        for pid, cmd in commands.items()
+        if any(w in cmd for w in wanted) and not mine(pid)
+    )
+
+
+def code_version() -> dict[str, object]:
+    """The git commit of the working tree and the files that differ from it."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return out.stdout.rstrip("\n")
+
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines()]
+    return {"head": git("rev-parse", "--short", "HEAD"), "uncommitted": changed}

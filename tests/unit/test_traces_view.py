@@ -1,0 +1,184 @@
+"""pricing-ha traces: terms, fail-over trees and the HTML timeline, from synthetic span files.
+
+The span files are written the way the processes write them: neli's leadership tracing on fake
+members, through the application's telemetry set-up, one JSON-lines file per "process".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from neli.testing import FakeNeli
+from pricing_ha.arbitration import Emission
+from pricing_ha.cli import app
+from pricing_ha.config import AppConfig, TelemetryConfig
+from pricing_ha.telemetry import Telemetry, setup_telemetry
+from pricing_ha.telemetry.failover import trace_switch
+from pricing_ha.traces_view import TraceSet, failovers, render_tree, switches, terms, traces_main
+
+T0 = 1_700_000_000.0  # FakeNeli's wall clock starts here
+P1 = "pricing.p1"
+
+
+class _Member:
+    """A fake NELI member traced to its own span file, as one process would be."""
+
+    def __init__(self, directory: Path, group: str, name: str, partitions: int = 3) -> None:
+        self.neli = FakeNeli(partitions=partitions, group_id=group, member_name=name)
+        self.telemetry: Telemetry = setup_telemetry(
+            AppConfig(telemetry=TelemetryConfig(az="az-x")),
+            service_role="probe",
+            group=group,
+            member=name,
+            trace_file=directory / f"{name.replace('/', '-')}.jsonl",
+            env={},
+        )
+        self.tracing = self.telemetry.observe_neli(self.neli)
+
+    def at(self, seconds: float) -> None:
+        """Move this member's clock to T0 + seconds."""
+        clock = self.neli._clock  # the fake's own clock: events are stamped with it
+        clock.advance(T0 + seconds - clock.wall())
+
+    def alive_at(self, seconds: float) -> None:
+        """Export one unrelated span at T0 + seconds (its last sign of life)."""
+        ns = int((T0 + seconds) * 1e9)
+        self.telemetry.tracer().start_span("heartbeat", start_time=ns).end(end_time=ns)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """A run: P1/a dies leading p0, p1; P1/b takes over; p2 is handed from b to c; one switch."""
+
+    async def act() -> None:
+        a, b, c = (_Member(tmp_path, P1, f"p1/{n}") for n in "abc")
+        relay = _Member(tmp_path, "pricing.relay", "relay/r1")
+        for m in (a, b, c, relay):
+            m.at(0.0)
+        await a.neli.acquire(0, 1)
+        b.at(0.5)
+        await b.neli.acquire(2)
+        relay.at(0.2)
+        await relay.neli.acquire(0, 1, 2)
+        a.alive_at(4.8)
+        a_meta = a.neli.heartbeat_meta()  # its last heartbeat, then SIGKILL: no more spans
+        a.telemetry.shutdown()
+        b.at(8.0)
+        await b.neli.acquire(0, 1, predecessor=a_meta)
+        trace_switch(
+            relay.telemetry.tracer(),
+            Emission("EURUSD", 42, None, "p2/a", 0, "p1/a", 0.35, 7),
+            stage="relay",
+            partition=1,
+            observer="r1",
+            at_ns=int((T0 + 8.1) * 1e9),
+        )
+        b_meta = b.neli.heartbeat_meta()
+        b.at(9.0)
+        await b.neli.revoke(2, reason="rebalance")
+        c.at(9.2)
+        await c.neli.acquire(2, predecessor=b_meta)
+        for m in (b, c, relay):
+            m.telemetry.shutdown()
+
+    import asyncio
+
+    asyncio.run(act())
+    return tmp_path
+
+
+def test_terms_cover_every_group_partition_and_member(run_dir: Path) -> None:
+    """Open terms of a killed member end at the takeover; ended terms keep their loss."""
+    all_terms = terms(TraceSet.load(run_dir))
+    got = {(t.group, t.partition, t.member, t.open) for t in all_terms}
+    assert got == {
+        (P1, 0, "p1/a", True),
+        (P1, 1, "p1/a", True),
+        (P1, 2, "p1/b", False),
+        (P1, 0, "p1/b", True),
+        (P1, 1, "p1/b", True),
+        (P1, 2, "p1/c", True),
+        ("pricing.relay", 0, "relay/r1", True),
+        ("pricing.relay", 1, "relay/r1", True),
+        ("pricing.relay", 2, "relay/r1", True),
+    }
+    a0 = next(t for t in all_terms if t.member == "p1/a" and t.partition == 0)
+    assert a0.drawn_end_ns == int((T0 + 8.0) * 1e9)  # b's acquisition, which links to it
+    b2 = next(t for t in all_terms if t.member == "p1/b" and t.partition == 2)
+    assert (b2.end_kind, b2.end_reason) == ("revoked", "rebalance")
+    assert b2.end_ns == int((T0 + 9.0) * 1e9)
+
+
+def test_failover_tree_links_the_right_predecessor_and_takeover(run_dir: Path) -> None:
+    """Each acquisition names its predecessor's term; takeovers count from its last sign."""
+    traces = TraceSet.load(run_dir)
+    changes = {(f.group, f.partition): f for f in failovers(traces)}
+    assert set(changes) == {(P1, 0), (P1, 1), (P1, 2)}
+    for p in (0, 1):
+        f = changes[(P1, p)]
+        assert (f.predecessor, f.successor, f.kind) == ("p1/a", "p1/b", "fail-over")
+        assert f.predecessor_term is not None
+        assert f.predecessor_term.member == "p1/a"
+        assert f.predecessor_term.partition == p
+        assert f.takeover_s == pytest.approx(8.0 - 4.8, abs=1e-6)
+    handover = changes[(P1, 2)]
+    assert (handover.predecessor, handover.successor, handover.kind) == (
+        "p1/b",
+        "p1/c",
+        "hand-over",
+    )
+    assert handover.takeover_s == pytest.approx(0.2, abs=1e-6)
+    text = render_tree(traces)
+    assert "fail-over pricing.p1 partition 0: p1/a -> p1/b" in text
+    assert "hand-over pricing.p1 partition 2: p1/b -> p1/c" in text
+    assert "none recorded: the process stopped while leading" in text
+    assert "takeover     3.200 s after the predecessor was last seen" in text
+    assert "relay.switch EURUSD (partition 1)" in text
+    assert "p1/a -> p2/a: silence 350 ms, gap 0 seq, 7 duplicate(s) dropped before" in text
+
+
+def test_switches_are_read_back_with_their_attributes(run_dir: Path) -> None:
+    """A relay.switch span comes back with from/to, gap, silence, duplicates and partition."""
+    (w,) = switches(TraceSet.load(run_dir))
+    assert (w.instrument, w.partition, w.source_from, w.source_to) == ("EURUSD", 1, "p1/a", "p2/a")
+    assert (w.gap_seq, w.silence_s, w.duplicates_dropped, w.observer) == (0, 0.35, 7, "r1")
+    assert w.at_ns == int((T0 + 8.1) * 1e9)
+
+
+def test_html_timeline_is_self_contained_and_shows_each_group_partition_member(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """One chart per group, a row per partition, a bar per term, no external assets."""
+    out = tmp_path / "out" / "leadership.html"
+    lines: list[str] = []
+    assert traces_main(run_dir, out, echo=lines.append) == out
+    assert lines[-1] == f"leadership timeline: {out}"
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    for group in (P1, "pricing.relay"):
+        assert f'data-group="{group}"' in page
+    bars = re.findall(r'data-member="([^"]+)" data-partition="(\d)"', page)
+    assert sorted(set(bars)) == sorted(
+        {("p1/a", "0"), ("p1/a", "1"), ("p1/b", "0"), ("p1/b", "1"), ("p1/b", "2")}
+        | {("p1/c", "2"), ("relay/r1", "0"), ("relay/r1", "1"), ("relay/r1", "2")}
+    )
+    assert page.count("partition 2</text>") == 2  # in the P1 chart and the relay chart
+    assert 'data-instrument="EURUSD"' in page
+    assert not re.search(r"<script|<link|<img|src=|href=", page)
+    assert re.findall(r"https?://[^\"']+", page) == ["http://www.w3.org/2000/svg"] * 3
+
+
+def test_traces_command_prints_the_tree_and_the_html_path(run_dir: Path, tmp_path: Path) -> None:
+    """`pricing-ha traces DIR --out PATH` prints the fail-overs and where the chart is."""
+    out = tmp_path / "chart.html"
+    result = CliRunner().invoke(app, ["traces", str(run_dir), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "3 leadership change(s)" in result.output
+    assert f"leadership timeline: {out}" in result.output
+    assert out.exists()
+    missing = CliRunner().invoke(app, ["traces", str(tmp_path / "nope")])
+    assert missing.exit_code == 1
