@@ -151,6 +151,8 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
                 workdir,
                 partitions=options.partitions,
                 session_ms=options.session_ms,
+                # Every process writes its spans here (JSON lines) unless OTLP is configured.
+                env={"PRICING_HA__TELEMETRY__TRACES_DIR": str(workdir / "traces")},
             )
             return _drive(cluster, options, workdir, out)
     finally:
@@ -237,6 +239,26 @@ def _load(path: Path) -> dict[str, object]:
         return {"ok": False, "error": f"no subscriber summary at {path}"}
 
 
+def _show_traces(workdir: Path, out: Callable[[str], None]) -> None:
+    """Render the run's fail-overs from the span files; print where the chart and tree are."""
+    from pricing_ha.traces_view import traces_main
+
+    spans = workdir / "traces"
+    if not spans.is_dir():
+        out("no span files were written (OTLP export configured?)")
+        return
+    lines: list[str] = []
+    try:
+        html = traces_main(spans, workdir / "leadership.html", echo=lines.append)
+    except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the chart
+        out(f"could not render the traces: {exc!r}")
+        return
+    tree = workdir / "failovers.txt"
+    tree.write_text("\n".join(lines) + "\n")
+    out(f"fail-over traces: {tree} (tree), {html} (leadership timeline chart)")
+    out(f"  re-render any time with: pricing-ha traces {spans} --out {html}")
+
+
 def _report(
     verdict: Verdict,
     sub: dict[str, object],
@@ -257,6 +279,7 @@ def _report(
         f"gaps={sub.get('gaps')} max silence={sub.get('max_silence_s')}"
     )
     out(f"logs and summaries: {workdir}")
+    _show_traces(workdir, out)
     ok = verdict.ok and bool(sub.get("ok"))
     out(
         "VERDICT: "

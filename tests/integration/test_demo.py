@@ -31,3 +31,8 @@ def test_demo_short_run_has_a_clean_verdict(bootstrap: str, tmp_path: Path) -> N
     for fault in ("SIGKILL p1-a", "AZ b lost", "SIGKILL relay-", "SIGSTOP p1-b", "SIGCONT p1-b"):
         assert fault in out, f"the demo did not inject {fault!r}"
     assert (tmp_path / "demo" / "subscriber-summary.json").exists()
+    assert "fail-over traces:" in out
+    html = (tmp_path / "demo" / "leadership.html").read_text()
+    assert "<svg" in html
+    tree = (tmp_path / "demo" / "failovers.txt").read_text()
+    assert "p1-" in tree, "the tree should show the P1 fail-over"
