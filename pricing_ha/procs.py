@@ -64,7 +64,7 @@ class Proc:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
-    def stop(self, grace_s: float = 10.0) -> int | None:
+    def stop(self, grace_s: float = 15.0) -> int | None:
         """Stop by PID: SIGCONT (if paused), SIGTERM, wait ``grace_s``, then SIGKILL.
 
         Returns:
@@ -155,7 +155,7 @@ class ProcessGroup:
         self.procs.append(proc)
         return proc
 
-    def close(self, grace_s: float = 10.0) -> None:
+    def close(self, grace_s: float = 15.0) -> None:
         """Stop every process still running (SIGTERM, then SIGKILL after ``grace_s``)."""
         live = [p for p in self.procs if p.alive()]
         for p in live:
