@@ -5,8 +5,9 @@ Each command lives in its own module; this file only wires them into one typer a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +19,10 @@ from pricing_ha.cli_support import (
     stop_requested,
 )
 from pricing_ha.cli_telemetry import AzOption, HealthFileOption, with_az
+
+if TYPE_CHECKING:
+    from pricing_ha.config import AppConfig
+    from pricing_ha.telemetry import Telemetry
 
 app = typer.Typer(
     name="pricing-ha",
@@ -161,27 +166,17 @@ def run(
 
     Serves /healthz, /readyz and /metrics on health.host and health.publisher_port.
     """
-    import logging
-    import os
-    import socket
-
-    from pricing_ha import aio
     from pricing_ha.publisher import serve_publisher
-    from pricing_ha.telemetry import setup_telemetry
-    from pricing_ha.topics import check_layout, make_admin
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    with guarded():
-        cfg = with_az(load_cli_config(config, bootstrap), az)
-        check_layout(make_admin(cfg), cfg)
-        name = member or f"{socket.gethostname()}-{os.getpid()}"
-        telemetry = setup_telemetry(
-            cfg, service_role="publisher", group=group, member=name, set_global=True
-        )
-        try:
-            aio.run(serve_publisher(cfg, group, name, telemetry=telemetry, health_file=health_file))
-        finally:
-            telemetry.shutdown()
+    _serve_member(
+        "publisher",
+        group,
+        member,
+        (config, bootstrap, az),
+        lambda cfg, name, tel: serve_publisher(
+            cfg, group, name, telemetry=tel, health_file=health_file
+        ),
+    )
 
 
 @app.command()
@@ -198,25 +193,46 @@ def dedupe(
 
     Serves /healthz, /readyz and /metrics on health.host and health.relay_port.
     """
+    from pricing_ha.relay import serve_relay
+
+    _serve_member(
+        "relay",
+        group,
+        member,
+        (config, bootstrap, az),
+        lambda cfg, name, tel: serve_relay(
+            cfg, name, group, telemetry=tel, health_file=health_file
+        ),
+    )
+
+
+def _serve_member(
+    role: str,
+    group: str,
+    member: str | None,
+    sources: tuple[Path | None, str | None, str | None],
+    serve: Callable[[AppConfig, str, Telemetry], Coroutine[Any, Any, None]],
+) -> None:
+    """Load and check the configuration, set up telemetry, run ``serve`` on uvloop."""
     import logging
     import os
     import socket
 
     from pricing_ha import aio
-    from pricing_ha.relay import serve_relay
     from pricing_ha.telemetry import setup_telemetry
     from pricing_ha.topics import check_layout, make_admin
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    config, bootstrap, az = sources
     with guarded():
         cfg = with_az(load_cli_config(config, bootstrap), az)
         check_layout(make_admin(cfg), cfg)
         name = member or f"{socket.gethostname()}-{os.getpid()}"
         telemetry = setup_telemetry(
-            cfg, service_role="relay", group=group, member=name, set_global=True
+            cfg, service_role=role, group=group, member=name, set_global=True
         )
         try:
-            aio.run(serve_relay(cfg, name, group, telemetry=telemetry, health_file=health_file))
+            aio.run(serve(cfg, name, telemetry))
         finally:
             telemetry.shutdown()
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message
 
-from neli import EventKind, LeadershipEvent, Neli
+from neli import EventKind, LeadershipEvent, Mode, Neli, NeliConfig, Variant
+from pricing_ha.config import AppConfig
 
 log = logging.getLogger("pricing_ha.worker")
 
@@ -161,6 +162,41 @@ class PartitionWorker(abc.ABC):
             if self.leads(partition):
                 self.assign(partition)
                 self.active.add(partition)
+
+
+def make_neli(
+    cfg: AppConfig,
+    *,
+    group_id: str,
+    member_name: str,
+    variant: Variant,
+    mode: Mode,
+    **timing: int,
+) -> Neli:
+    """A NELI member on the application's NELI topic and broker settings.
+
+    Args:
+        cfg: the application configuration (broker, NELI topic, partition count M).
+        group_id: the member's consumer group.
+        member_name: shown in heartbeats, status and traces.
+        variant: full or fast NELI.
+        mode: non-exclusive or exclusive.
+        **timing: ``session_timeout_ms``, ``threshold_ms``, ``pulse_interval_ms``, ...
+    """
+    return Neli(
+        NeliConfig(
+            bootstrap_servers=cfg.broker.bootstrap_servers,
+            group_id=group_id,
+            topic=cfg.topics.neli,
+            variant=variant,
+            mode=mode,
+            expected_partitions=cfg.topics.partitions,
+            member_name=member_name,
+            kafka=dict(cfg.broker.librdkafka),
+            start_timeout_ms=cfg.broker.connect_timeout_ms,
+            **timing,  # type: ignore[arg-type]
+        )
+    )
 
 
 class WorkerMember:

@@ -34,11 +34,16 @@ from pathlib import Path
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
-from neli import Mode, Neli, Variant
-from neli import NeliConfig as LibNeliConfig
+from neli import Mode, Variant
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka_headers import HeaderValue
-from pricing_ha.partition_worker import FLUSH_TIMEOUT_S, PartitionWorker, WorkerMember, serve
+from pricing_ha.partition_worker import (
+    FLUSH_TIMEOUT_S,
+    PartitionWorker,
+    WorkerMember,
+    make_neli,
+    serve,
+)
 from pricing_ha.pricing import ParamsBook, encode_price
 from pricing_ha.quotes import InvalidQuoteError, SequenceGuard, parse_quote
 from pricing_ha.telemetry import Telemetry
@@ -315,21 +320,15 @@ class Publisher(WorkerMember):
         self.member = member
         self.stats = PublisherStats()
         n = cfg.neli
-        neli = Neli(
-            LibNeliConfig(
-                bootstrap_servers=cfg.broker.bootstrap_servers,
-                group_id=neli_group_id(group),
-                topic=cfg.topics.neli,
-                variant=Variant.FULL,
-                mode=Mode.NON_EXCLUSIVE,
-                session_timeout_ms=n.session_timeout_ms,
-                threshold_ms=n.threshold_ms,
-                pulse_interval_ms=n.pulse_interval_ms,
-                expected_partitions=cfg.topics.partitions,
-                member_name=f"{group}/{member}",
-                kafka=dict(cfg.broker.librdkafka),
-                start_timeout_ms=cfg.broker.connect_timeout_ms,
-            )
+        neli = make_neli(
+            cfg,
+            group_id=neli_group_id(group),
+            member_name=f"{group}/{member}",
+            variant=Variant.FULL,
+            mode=Mode.NON_EXCLUSIVE,
+            session_timeout_ms=n.session_timeout_ms,
+            threshold_ms=n.threshold_ms,
+            pulse_interval_ms=n.pulse_interval_ms,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         super().__init__(

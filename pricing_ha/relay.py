@@ -34,12 +34,11 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
 
-from neli import Mode, Neli, Variant
-from neli import NeliConfig as LibNeliConfig
+from neli import Mode, Variant
 from pricing_ha.arbitration import Arbiter
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka_headers import header_list
-from pricing_ha.partition_worker import PartitionWorker, WorkerMember, serve
+from pricing_ha.partition_worker import PartitionWorker, WorkerMember, make_neli, serve
 from pricing_ha.pricing import InvalidPriceError
 from pricing_ha.relay_output import RelayOutput, RelayStats
 from pricing_ha.relay_records import (
@@ -249,22 +248,16 @@ class Relay(WorkerMember):
         self.member = member
         self.stats = RelayStats()
         r = cfg.relay
-        neli = Neli(
-            LibNeliConfig(
-                bootstrap_servers=cfg.broker.bootstrap_servers,
-                group_id=relay_group_id(group),
-                topic=cfg.topics.neli,
-                variant=Variant.FAST,
-                mode=Mode.EXCLUSIVE,
-                session_timeout_ms=r.session_timeout_ms,
-                threshold_ms=r.threshold_ms,
-                clock_skew_ms=r.clock_skew_ms,
-                pulse_interval_ms=r.pulse_interval_ms,
-                expected_partitions=cfg.topics.partitions,
-                member_name=f"relay/{member}",
-                kafka=dict(cfg.broker.librdkafka),
-                start_timeout_ms=cfg.broker.connect_timeout_ms,
-            )
+        neli = make_neli(
+            cfg,
+            group_id=relay_group_id(group),
+            member_name=f"relay/{member}",
+            variant=Variant.FAST,
+            mode=Mode.EXCLUSIVE,
+            session_timeout_ms=r.session_timeout_ms,
+            threshold_ms=r.threshold_ms,
+            clock_skew_ms=r.clock_skew_ms,
+            pulse_interval_ms=r.pulse_interval_ms,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         super().__init__(
