@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import threading
 import uuid
@@ -38,11 +37,12 @@ from confluent_kafka import (
 
 from neli._clock import SYSTEM_CLOCK, Clock
 from neli._config import Mode, NeliConfig, Variant
+from neli._dispatch import EventDispatcher
 from neli._errors import BrokerUnavailableError, NeliClosedError, TopicError
 from neli._events import BarrierHandler, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
 from neli._roles import role_partition
-from neli._tracker import LeadershipTracker, Transition
+from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
 
@@ -80,9 +80,7 @@ class Neli:
         self._meta = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
         self._lock = threading.Lock()
-        self._barriers: list[BarrierHandler] = []
-        self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
-        self._dispatch_lock = asyncio.Lock()
+        self._events = EventDispatcher(config, self.member_id, clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -193,11 +191,10 @@ class Neli:
                 await self._poll_done
         with self._lock:
             left = self._tracker.revoke(self._tracker.led_or_assigned(), "closed")
-        await self._dispatch(left)
+        await self._events.dispatch(left)
         if self._producer is not None:
             await asyncio.to_thread(self._producer.flush, 5.0)
-        for queue in self._subscribers:
-            queue.put_nowait(None)
+        self._events.close()
 
     async def _hand_over(self) -> None:
         self._leave.set()
@@ -298,58 +295,11 @@ class Neli:
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler (see :mod:`neli._events`); returns a remover."""
-        self._barriers.append(handler)
-        return lambda: self._barriers.remove(handler)
+        return self._events.add_barrier(handler)
 
-    async def events(self) -> AsyncIterator[LeadershipEvent]:
+    def events(self) -> AsyncIterator[LeadershipEvent]:
         """Yield every leadership event from now on, until the member closes."""
-        queue: asyncio.Queue[LeadershipEvent | None] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-        finally:
-            self._subscribers.remove(queue)
-
-    async def _dispatch(self, transitions: list[Transition]) -> None:
-        if not transitions:
-            return
-        clock, cfg = self._clock, self.config
-        for tr in transitions:
-            pred = tr.predecessor
-            event = LeadershipEvent(
-                kind=tr.kind,
-                partition=tr.partition,
-                group=cfg.group_id,
-                member_id=self.member_id,
-                member_name=cfg.member_name,
-                reason=tr.reason,
-                at_mono=clock.monotonic(),
-                at_wall=clock.wall(),
-                term_started_wall=tr.term_started_wall,
-                predecessor=None
-                if pred is None
-                else {"member_id": pred.member_id, "member_name": pred.member_name}
-                | {str(k): str(v) for k, v in pred.meta.items()},
-            )
-            log.info(
-                "neli %s %s partition %d: %s",
-                cfg.group_id,
-                event.kind.value,
-                tr.partition,
-                tr.reason,
-            )
-            for handler in list(self._barriers):
-                try:
-                    result = handler(event)
-                    if inspect.isawaitable(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("neli barrier handler failed on %s", event)
-            for queue in self._subscribers:
-                queue.put_nowait(event)
+        return self._events.events()
 
     # -- background jobs ----------------------------------------------------------------------
 
@@ -414,10 +364,10 @@ class Neli:
         interval = self.config.check_interval_ms / 1000
         clock = self._clock
         while True:
-            async with self._dispatch_lock:
+            async with self._events.lock:
                 with self._lock:
                     transitions = self._tracker.evaluate(clock.monotonic(), clock.wall())
-                await self._dispatch(transitions)
+                await self._events.dispatch(transitions)
             await asyncio.sleep(interval)
 
     # -- poll thread and rebalance callbacks --------------------------------------------------
@@ -495,7 +445,9 @@ class Neli:
             )
         if not transitions or self._loop is None:
             return
-        future = asyncio.run_coroutine_threadsafe(self._dispatch_locked(transitions), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._events.dispatch_locked(transitions), self._loop
+        )
         try:
             # Blocking here blocks the rebalance: in-flight work finishes first (barrier).
             future.result(timeout=self.config.barrier_timeout_ms / 1000)
@@ -504,7 +456,3 @@ class Neli:
             log.warning("neli barrier handlers did not finish in %d ms", timeout)
         except Exception:
             log.exception("neli revocation dispatch failed")
-
-    async def _dispatch_locked(self, transitions: list[Transition]) -> None:
-        async with self._dispatch_lock:
-            await self._dispatch(transitions)
