@@ -59,6 +59,9 @@ from pricing_ha.telemetry.tally import PriceTally
 
 log = logging.getLogger("pricing_ha.publisher")
 
+#: librdkafka's per-record delivery deadline for prices (its default is 300 s).
+MESSAGE_TIMEOUT_MS = int(FLUSH_TIMEOUT_S * 1000 * 2 / 3)
+
 
 def neli_group_id(group: str) -> str:
     """The NELI consumer group of publishing group ``group``."""
@@ -129,7 +132,13 @@ class _QuoteWorker(PartitionWorker):
         self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
         self._producer = Producer(
             broker.client_config(
-                defaults={"linger.ms": 1, "log.connection.close": False},
+                defaults={
+                    "linger.ms": 1,
+                    "log.connection.close": False,
+                    # Below the flush timeout, so every record of a batch is acknowledged or
+                    # failed (its callback run) before the batch's positions are committed.
+                    "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                },
                 required={
                     "acks": "all",
                     "enable.idempotence": True,
@@ -160,6 +169,7 @@ class _QuoteWorker(PartitionWorker):
     def process(self, batch: list[Message]) -> None:
         """Price a batch, flush, and commit the quote positions whose output was acknowledged."""
         topics = self._cfg.topics
+        first: dict[int, int] = {}  # partition -> first offset handled
         done: dict[int, int] = {}  # partition -> last offset handled
         skipped: set[int] = set()
         for msg in batch:
@@ -179,8 +189,16 @@ class _QuoteWorker(PartitionWorker):
             self._handle(msg, partition)
             offset = msg.offset()
             if offset is not None:
+                first.setdefault(partition, offset)
                 done[partition] = offset
-        self._producer.flush(FLUSH_TIMEOUT_S)
+        if self._producer.flush(FLUSH_TIMEOUT_S):
+            # Some output is still unacknowledged: its delivery callbacks have not run, so a
+            # failure would not be seen. Nothing of this batch may be committed; replay it.
+            self.stats.delivery_failures += 1
+            log.error("prices not acknowledged within %.0f s; replaying", FLUSH_TIMEOUT_S)
+            for partition, offset in first.items():
+                prev = self._failed.get(partition)
+                self._failed[partition] = offset if prev is None else min(prev, offset)
         self._tally.flush()
         commits = []
         for partition, last in done.items():

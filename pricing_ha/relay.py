@@ -7,7 +7,7 @@ guard that stops a relay which was paused (SIGSTOP) from emitting when it wakes 
 checked for every record at the moment it is produced.
 
 A relay that wakes up from a pause may still hold output it queued before the pause; the output
-producer's ``message.timeout.ms`` (S / 2) makes librdkafka expire such records instead of sending
+producer's ``message.timeout.ms`` (S) makes librdkafka expire such records instead of sending
 them, because the next owner cannot start before S + T after the pause began.
 
 On taking over partition k the relay rebuilds each instrument's high-water mark by reading

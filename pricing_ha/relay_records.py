@@ -25,6 +25,10 @@ log = logging.getLogger("pricing_ha.relay")
 
 _REBUILD_IDLE_S = 0.5
 _REBUILD_EMPTY_S = 2.0  # how long an apparently empty partition is watched before trusting it
+# How long the scan waits with no data for records the broker's high watermark promises. Some
+# brokers report a watermark past the last readable record (Tansu, after multi-record
+# batches); without this bound such a partition would never be taken over.
+_REBUILD_HINT_IDLE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,8 @@ def rebuild_high_water(settings: dict[str, Any], topic: str, partition: int) -> 
 
     The end is where nothing new arrives for a while: nobody else emits on this partition
     (exclusive ownership), so the partition is quiescent. The broker's high watermark is
-    only used as a lower bound of the end (it can be stale on some brokers), and the idle
+    only a hint that more is to come (it can be stale or too high on some brokers): the scan
+    waits for records below it for at most ``_REBUILD_HINT_IDLE_S`` of silence, and the idle
     clock starts after the first fetch has had time to complete.
 
     Args:
@@ -124,6 +129,18 @@ def rebuild_high_water(settings: dict[str, Any], topic: str, partition: int) -> 
                 and idle >= _REBUILD_IDLE_S
                 and (next_offset > 0 or now - started >= _REBUILD_EMPTY_S)
             ):
+                break
+            if next_offset < end_hint and idle >= _REBUILD_HINT_IDLE_S:
+                log.warning(
+                    "%s[%d]: no record for %.0f s before the watermark %d (read to %d); "
+                    "taking offset %d as the end",
+                    topic,
+                    partition,
+                    idle,
+                    end_hint,
+                    next_offset,
+                    next_offset,
+                )
                 break
             for msg in scan.consume(1000, 0.05):
                 last_data = time.monotonic()

@@ -1,0 +1,126 @@
+"""The publisher's commit rule over fake clients: positions pass only acknowledged prices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Message, TopicPartition
+
+from pricing_ha.config import AppConfig
+from pricing_ha.publisher import MESSAGE_TIMEOUT_MS, PublisherStats, _QuoteWorker
+from pricing_ha.quotes import Quote, encode_quote
+from pricing_ha.telemetry import Telemetry
+
+CFG = AppConfig()
+QUOTES = CFG.topics.quotes
+
+
+class FakeProducer:
+    """Queues records; ``flush`` acknowledges, fails or leaves them pending as scripted."""
+
+    def __init__(self) -> None:
+        """Acknowledge everything unless told otherwise."""
+        self.pending: list[Callable[..., None]] = []
+        self.produced: list[dict[str, Any]] = []
+        self.outcome = "ack"  # "ack" | "fail" | "stuck"
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        """Queue one record and remember its delivery callback."""
+        self.produced.append({"topic": topic, **kwargs})
+        self.pending.append(kwargs["on_delivery"])
+
+    def flush(self, timeout: float = -1) -> int:
+        """Run the callbacks as scripted; return how many records are still queued."""
+        if self.outcome == "stuck":
+            return len(self.pending)
+        callbacks, self.pending = self.pending, []
+        for callback in callbacks:
+            callback("broker said no" if self.outcome == "fail" else None, None)
+        return 0
+
+    def poll(self, timeout: float = 0) -> int:
+        """Nothing to serve."""
+        return 0
+
+
+class FakeConsumer:
+    """Records commits and seeks."""
+
+    def __init__(self) -> None:
+        """Nothing committed yet."""
+        self.commits: list[TopicPartition] = []
+        self.seeks: list[TopicPartition] = []
+
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        """Remember the committed positions."""
+        self.commits.extend(offsets)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Accept the assignment."""
+
+    def seek(self, tp: TopicPartition) -> None:
+        """Remember the seek."""
+        self.seeks.append(tp)
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+@pytest.fixture
+def worker() -> Iterator[_QuoteWorker]:
+    """A publisher worker leading partition 0, its Kafka clients replaced by fakes."""
+    w = _QuoteWorker(
+        CFG, "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("test")
+    )
+    real_consumer = w.consumer
+    w.consumer = FakeConsumer()  # type: ignore[assignment]
+    w._producer = FakeProducer()  # type: ignore[assignment]
+    w.assign(0)
+    w.active.add(0)
+    yield w
+    real_consumer.close()
+
+
+def quote(seq: int, offset: int) -> Message:
+    """A valid quote for EURUSD at ``offset`` of partition 0."""
+    q = Quote(instrument="EURUSD", seq=seq, bid=1.1, ask=1.2, source_time_ns=1)
+    return Message(topic=QUOTES, partition=0, offset=offset, key=b"EURUSD", value=encode_quote(q))
+
+
+def test_acknowledged_prices_commit_past_their_quotes(worker: _QuoteWorker) -> None:
+    """When every price is acknowledged, the position moves past the batch's last quote."""
+    worker.process([quote(1, 10), quote(2, 11), quote(3, 12)])
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 13)]
+    assert consumer.seeks == []
+
+
+def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWorker) -> None:
+    """A failed delivery commits no further than the first failed quote and seeks back to it."""
+    producer: FakeProducer = worker._producer  # type: ignore[assignment]
+    producer.outcome = "fail"
+    worker.process([quote(1, 10), quote(2, 11)])
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 10)]
+    assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 10)]
+
+
+def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None:
+    """Prices still queued when the flush gives up do not let the position advance."""
+    producer: FakeProducer = worker._producer  # type: ignore[assignment]
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    worker.process([quote(1, 10), quote(2, 11)])  # acknowledged: committed to 12
+    producer.outcome = "stuck"
+    worker.process([quote(3, 12), quote(4, 13)])
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 12), (0, 12)]
+    assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 12)]
+    assert worker.stats.delivery_failures == 1
+
+
+def test_records_expire_before_the_flush_gives_up() -> None:
+    """librdkafka's delivery deadline is shorter than the flush, so callbacks run in time."""
+    from pricing_ha.partition_worker import FLUSH_TIMEOUT_S
+
+    assert MESSAGE_TIMEOUT_MS < FLUSH_TIMEOUT_S * 1000
