@@ -20,18 +20,16 @@ from neli._tracker import Transition
 log = logging.getLogger("neli")
 
 
-class EventDispatcher:
-    """Barrier handlers and event subscribers of one member."""
+class EventBus:
+    """Barrier handlers and event-stream subscribers, delivered to in that order.
 
-    def __init__(self, config: NeliConfig, member_id: str, clock: Clock) -> None:
-        """Create an empty dispatcher for ``member_id``."""
-        self._config = config
-        self._member_id = member_id
-        self._clock = clock
+    Shared by the real member (:class:`EventDispatcher`) and :class:`neli.testing.FakeNeli`.
+    """
+
+    def __init__(self) -> None:
+        """Create a bus with no handlers and no subscribers."""
         self._barriers: list[BarrierHandler] = []
         self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
-        #: Held while events are delivered, so deliveries never interleave.
-        self.lock = asyncio.Lock()
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""
@@ -52,6 +50,41 @@ class EventDispatcher:
         """End every event stream."""
         for queue in self._subscribers:
             queue.put_nowait(None)
+
+    async def deliver(self, event: LeadershipEvent, *, contain_errors: bool = True) -> None:
+        """Run every barrier handler on ``event`` (awaiting each), then queue it to streams.
+
+        Args:
+            event: the event.
+            contain_errors: log a failing handler and go on (a live member must keep going);
+                ``False`` lets the error propagate (a fake in a user's unit test).
+        """
+        for handler in list(self._barriers):
+            try:
+                result = handler(event)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if not contain_errors:
+                    raise
+                log.exception("neli barrier handler failed on %s", event)
+        for queue in self._subscribers:
+            queue.put_nowait(event)
+
+
+class EventDispatcher(EventBus):
+    """Turns one member's tracker transitions into events and delivers them."""
+
+    def __init__(self, config: NeliConfig, member_id: str, clock: Clock) -> None:
+        """Create an empty dispatcher for ``member_id``."""
+        super().__init__()
+        self._config = config
+        self._member_id = member_id
+        self._clock = clock
+        #: Held while events are delivered, so deliveries never interleave.
+        self.lock = asyncio.Lock()
 
     async def dispatch_locked(self, transitions: list[Transition]) -> None:
         """:meth:`dispatch` under :attr:`lock`."""
@@ -79,14 +112,4 @@ class EventDispatcher:
                 | {str(k): str(v) for k, v in pred.meta.items()},
             )
             log.info("neli %s %s %d: %s", cfg.group_id, tr.kind.value, tr.partition, tr.reason)
-            for handler in list(self._barriers):
-                try:
-                    result = handler(event)
-                    if inspect.isawaitable(result):
-                        await result
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("neli barrier handler failed on %s", event)
-            for queue in self._subscribers:
-                queue.put_nowait(event)
+            await self.deliver(event)

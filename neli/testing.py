@@ -16,10 +16,10 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
+from neli._dispatch import EventBus
 from neli._events import BarrierHandler, EventKind, LeadershipEvent
 from neli._roles import role_partition
 
@@ -67,9 +67,8 @@ class FakeNeli:
         self.member_id = f"{member_name}/fake"
         self._assigned: set[int] = set()
         self._led: set[int] = set()
-        self._barriers: list[BarrierHandler] = []
+        self._bus = EventBus()
         self._meta: list[Callable[[], Mapping[str, Any]]] = []
-        self._subscribers: list[asyncio.Queue[LeadershipEvent | None]] = []
         self._clock = ManualClock()
         #: Every event delivered so far, in order.
         self.history: list[LeadershipEvent] = []
@@ -103,8 +102,7 @@ class FakeNeli:
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""
-        self._barriers.append(handler)
-        return lambda: self._barriers.remove(handler)
+        return self._bus.add_barrier(handler)
 
     def add_heartbeat_meta(self, provider: Callable[[], Mapping[str, Any]]) -> None:
         """Add a heartbeat meta provider (see :meth:`heartbeat_meta`)."""
@@ -120,21 +118,14 @@ class FakeNeli:
             meta.update({str(k): str(v) for k, v in provider().items()})
         return meta
 
-    async def events(self) -> AsyncIterator[LeadershipEvent]:
+    def events(self) -> AsyncIterator[LeadershipEvent]:
         """Yield events until :meth:`close`."""
-        queue: asyncio.Queue[LeadershipEvent | None] = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-        finally:
-            self._subscribers.remove(queue)
+        return self._bus.events()
 
     async def close(self) -> None:
         """Revoke everything and end event streams."""
         await self.revoke(*sorted(self._assigned), reason="closed")
-        for queue in self._subscribers:
-            queue.put_nowait(None)
+        self._bus.close()
 
     def status(self) -> dict[str, Any]:
         """A status snapshot like :meth:`neli.Neli.status`."""
@@ -218,9 +209,4 @@ class FakeNeli:
             predecessor=None if predecessor is None else dict(predecessor),
         )
         self.history.append(event)
-        for handler in list(self._barriers):
-            result = handler(event)
-            if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                await result
-        for queue in self._subscribers:
-            queue.put_nowait(event)
+        await self._bus.deliver(event, contain_errors=False)
