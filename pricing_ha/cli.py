@@ -83,8 +83,8 @@ def feed(
     import socket
 
     from pricing_ha.feed_producer import feed_main, with_overrides
-    from pricing_ha.telemetry import HealthServer, setup_telemetry, tcp_reachable
-    from pricing_ha.telemetry.service import health_in_thread, write_health_file
+    from pricing_ha.telemetry import HealthServer, setup_telemetry
+    from pricing_ha.telemetry.service import broker_check, health_in_thread, write_health_file
 
     with guarded(), stop_requested() as should_stop, contextlib.ExitStack() as stack:
         cfg = with_az(
@@ -101,7 +101,7 @@ def feed(
             server = HealthServer(
                 cfg.health.host, health_port or 0, metrics=telemetry.prometheus_text
             )
-            server.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+            server.add_check("broker", broker_check(cfg))
             stack.enter_context(health_in_thread(server))
             typer.echo(f"health: {server.url}/healthz /readyz /metrics")
             if health_file is not None:

@@ -14,7 +14,7 @@ Typical entry point::
     telemetry.observe_neli(neli)           # leadership spans, fail-over links, leadership gauge
     health = HealthServer(cfg.health.host, health_port(cfg.health, "publisher"),
                           metrics=telemetry.prometheus_text)
-    health.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+    health.add_check("broker", broker_reachable(cfg.broker.bootstrap_servers))
     async with health:
         ...
     telemetry.shutdown()
@@ -27,6 +27,7 @@ from pricing_ha.telemetry.health import (
     CheckResult,
     HealthServer,
     Readiness,
+    broker_reachable,
     health_port,
     tcp_reachable,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PricingMetrics",
     "Readiness",
     "Telemetry",
+    "broker_reachable",
     "health_port",
     "load_spans",
     "render_prometheus",

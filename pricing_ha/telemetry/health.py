@@ -23,6 +23,7 @@ import inspect
 import json
 import logging
 import os
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ __all__ = [
     "CheckResult",
     "HealthServer",
     "Readiness",
+    "broker_reachable",
     "health_port",
     "tcp_reachable",
 ]
@@ -143,6 +145,59 @@ def tcp_reachable(bootstrap_servers: str, timeout_s: float = 1.0) -> Check:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
+            return True
+        raise ConnectionError(f"no broker at {bootstrap_servers} answered")
+
+    return reachable
+
+
+_API_VERSIONS = 18
+_TLS_PROTOCOLS = frozenset({"ssl", "sasl_ssl"})
+
+
+def _api_versions_request(correlation_id: int) -> bytes:
+    client = b"pricing-ha-readyz"
+    body = struct.pack(">hhih", _API_VERSIONS, 0, correlation_id, len(client)) + client
+    return struct.pack(">i", len(body)) + body
+
+
+def broker_reachable(
+    bootstrap_servers: str, timeout_s: float = 1.0, *, security_protocol: str = "plaintext"
+) -> Check:
+    """A check that passes when any bootstrap server answers a Kafka request.
+
+    On plaintext (and SASL_PLAINTEXT) listeners it sends an ApiVersions request (allowed before
+    authentication) and waits for the answer, so a broker that accepts connections but does not
+    serve them (paused, overloaded, wedged) fails the check. On TLS listeners it only checks
+    that a TCP connection is accepted (a TLS handshake is librdkafka's business).
+
+    Raises:
+        ValueError: an entry has no numeric port.
+    """
+    targets = [_split_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
+    handshake = security_protocol.lower() not in _TLS_PROTOCOLS
+
+    async def ask(host: str, port: int) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            if handshake:
+                writer.write(_api_versions_request(0x5052))
+                await writer.drain()
+                size, correlation = struct.unpack(">ii", await reader.readexactly(8))
+                if correlation != 0x5052 or size < 4:
+                    raise ConnectionError(f"{host}:{port} answered something else than Kafka")
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def reachable() -> bool:
+        for host, port in targets:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await ask(host, port)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                continue
             return True
         raise ConnectionError(f"no broker at {bootstrap_servers} answered")
 

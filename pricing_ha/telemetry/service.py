@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pricing_ha.config import AppConfig
-from pricing_ha.telemetry.health import Check, HealthServer, health_port, tcp_reachable
+from pricing_ha.telemetry.health import Check, HealthServer, broker_reachable, health_port
 from pricing_ha.telemetry.sdk import Telemetry
 
 __all__ = [
+    "broker_check",
     "health_in_thread",
     "member_health",
     "read_health_file",
@@ -38,6 +39,12 @@ __all__ = [
 log = logging.getLogger("pricing_ha.health")
 
 _LAYOUT_TIMEOUT_S = 1.5  # below Readiness.check_timeout_s, so a dead broker reads as its error
+
+
+def broker_check(cfg: AppConfig) -> Check:
+    """The readiness check of the configured cluster (see :func:`broker_reachable`)."""
+    protocol = cfg.broker.librdkafka.get("security.protocol", "plaintext")
+    return broker_reachable(cfg.broker.bootstrap_servers, security_protocol=protocol)
 
 
 def topic_layout_check(cfg: AppConfig, timeout_s: float = _LAYOUT_TIMEOUT_S) -> Check:
@@ -95,7 +102,7 @@ async def member_health(
     server = HealthServer(
         cfg.health.host, health_port(cfg.health, role), metrics=telemetry.prometheus_text
     )
-    server.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+    server.add_check("broker", broker_check(cfg))
     server.add_check("neli", member_ready)
     server.add_check("topics", topic_layout_check(cfg))
     async with server:

@@ -8,9 +8,12 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from pricing_ha.config import AppConfig, BrokerConfig, TelemetryConfig, TopicsConfig
-from pricing_ha.telemetry import HealthServer, Telemetry, setup_telemetry, tcp_reachable
+from pricing_ha.telemetry import HealthServer, Telemetry, broker_reachable, setup_telemetry
 from pricing_ha.telemetry.service import (
     health_in_thread,
     member_health,
@@ -91,7 +94,7 @@ async def test_readyz_reports_a_missing_topic_and_metrics_are_served(
 def test_a_synchronous_command_serves_health_from_a_thread(bootstrap: str) -> None:
     """health_in_thread: the feed's endpoints answer while the main thread works; then stop."""
     server = HealthServer(metrics=lambda: "# nothing\n")
-    server.add_check("broker", tcp_reachable(bootstrap))
+    server.add_check("broker", broker_reachable(bootstrap))
     with health_in_thread(server):
         url = server.url
         assert _get(f"{url}/healthz")[0] == 200
@@ -102,3 +105,16 @@ def test_a_synchronous_command_serves_health_from_a_thread(bootstrap: str) -> No
         pass
     else:
         raise AssertionError("the health server still answers after the block")
+
+
+async def test_broker_check_fails_while_the_broker_is_paused(embedded_broker: Any) -> None:
+    """A broker that still accepts connections but serves nothing (SIGSTOP) is not ready."""
+    check = broker_reachable(embedded_broker.bootstrap, timeout_s=0.5)
+    assert await check() is True
+    embedded_broker.pause()
+    try:
+        with pytest.raises(ConnectionError, match="no broker"):
+            await check()
+    finally:
+        embedded_broker.resume()
+    assert await check() is True

@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from pricing_ha.config import AppConfig, TelemetryConfig
-from pricing_ha.telemetry import HealthServer, setup_telemetry, tcp_reachable
+from pricing_ha.telemetry import HealthServer, broker_reachable, setup_telemetry, tcp_reachable
 from tests.unit.prometheus_format import parse, value
 
 
@@ -89,7 +89,7 @@ async def test_readyz_fails_while_the_broker_is_unreachable_and_recovers() -> No
 async def test_readyz_passes_against_the_real_broker(bootstrap: str) -> None:
     """The broker-reachability check passes against the session's broker."""
     async with HealthServer() as server:
-        server.add_check("broker", tcp_reachable(bootstrap))
+        server.add_check("broker", broker_reachable(bootstrap))
         status, _, body = await _fetch(f"{server.url}/readyz")
         assert status == 200, body
 

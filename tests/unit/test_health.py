@@ -7,7 +7,14 @@ import asyncio
 import pytest
 
 from pricing_ha.config import HealthConfig
-from pricing_ha.telemetry import CheckResult, HealthServer, Readiness, health_port, tcp_reachable
+from pricing_ha.telemetry import (
+    CheckResult,
+    HealthServer,
+    Readiness,
+    broker_reachable,
+    health_port,
+    tcp_reachable,
+)
 from pricing_ha.telemetry.health import _parse_request_line
 
 
@@ -93,3 +100,62 @@ def test_tcp_check_needs_numeric_ports() -> None:
     """A bootstrap entry without a numeric port is refused up front."""
     with pytest.raises(ValueError, match="not host:port"):
         tcp_reachable("localhost:kafka")
+
+
+class _Listener:
+    """A local TCP server that reads one request and sends ``answer`` (``None``: stays silent)."""
+
+    def __init__(self, answer: bytes | None) -> None:
+        """Nothing served yet."""
+        self.answer = answer
+        self.handlers: list[asyncio.Task[None]] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        """Start listening; return ``host:port``."""
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self.handlers.append(task)
+            try:
+                await reader.read(4096)
+                if self.answer is not None:
+                    writer.write(self.answer)
+                    await writer.drain()
+                await reader.read()  # until the client hangs up
+            finally:
+                writer.close()
+                await writer.wait_closed()
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Stop listening once every connection has been closed."""
+        assert self.server is not None
+        await asyncio.wait_for(asyncio.gather(*self.handlers), 5)
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def _answer(correlation_id: int) -> bytes:
+    return (8).to_bytes(4, "big") + correlation_id.to_bytes(4, "big") + bytes(4)
+
+
+async def test_broker_check_needs_a_kafka_answer_not_just_a_connection() -> None:
+    """A listener that accepts but never answers passes the TCP check and fails the broker check."""
+    async with _Listener(None) as address:
+        assert await tcp_reachable(address)() is True
+        with pytest.raises(ConnectionError, match="no broker"):
+            await broker_reachable(address, timeout_s=0.3)()
+
+
+async def test_broker_check_passes_on_an_api_versions_answer() -> None:
+    """An answer carrying the request's correlation id is a broker; another id is not."""
+    async with _Listener(_answer(0x5052)) as good, _Listener(_answer(7)) as bad:
+        assert await broker_reachable(good, timeout_s=1.0)() is True
+        with pytest.raises(ConnectionError):
+            await broker_reachable(bad, timeout_s=1.0)()
+        # On TLS listeners only the connection is checked.
+        assert await broker_reachable(bad, timeout_s=1.0, security_protocol="SSL")() is True

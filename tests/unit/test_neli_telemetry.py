@@ -299,5 +299,5 @@ def test_without_opentelemetry_everything_is_a_no_op(monkeypatch: pytest.MonkeyP
     fake = FakeNeli(partitions=1)
     tracing = module.trace_leadership(fake)
     assert tracing.enabled is False
-    assert fake._barriers == []
+    assert fake._bus._barriers == []
     assert fake.heartbeat_meta() == {"member_id": fake.member_id, "member_name": "fake"}
