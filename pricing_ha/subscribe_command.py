@@ -31,9 +31,8 @@ from pricing_ha.telemetry import (
     Telemetry,
     health_port,
     setup_telemetry,
-    tcp_reachable,
 )
-from pricing_ha.telemetry.service import write_health_file
+from pricing_ha.telemetry.service import broker_check, write_health_file
 
 __all__ = ["delivery_json", "subscribe_main"]
 
@@ -155,7 +154,7 @@ def subscribe_main(
     health = HealthServer(
         cfg.health.host, health_port(cfg.health, "subscriber"), metrics=tel.prometheus_text
     )
-    health.add_check("broker", tcp_reachable(cfg.broker.bootstrap_servers))
+    health.add_check("broker", broker_check(cfg))
     health.add_check("subscriber", lambda: _assigned(sub))
 
     async def run() -> None:
