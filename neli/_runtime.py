@@ -6,7 +6,7 @@ Threads and tasks of one member:
   runs the rebalance callbacks. A revocation blocks that thread (and so the rebalance) until the
   barrier handlers on the event loop have returned: the barrier semantics of goNELI.
 * a **pulse task** publishes heartbeats every ``pulse_interval_ms``: to every partition (full
-  NELI) or to the partitions this member owns (fast variant).
+  NELI) or to the partitions this member owns (fast variant); see :mod:`neli._pulse`.
 * a **watchdog task** ticks the tracker's stall detector.
 * a **check task** re-evaluates leadership every ``check_interval_ms`` and delivers
   ACQUIRED / FENCED / RESUMED events; REVOKED comes from the rebalance callbacks.
@@ -28,7 +28,6 @@ from typing import Any
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
-    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -36,11 +35,12 @@ from confluent_kafka import (
 )
 
 from neli._clock import SYSTEM_CLOCK, Clock
-from neli._config import Mode, NeliConfig, Variant
+from neli._config import Mode, NeliConfig
 from neli._dispatch import EventDispatcher
 from neli._errors import BrokerUnavailableError, NeliClosedError, TopicError
 from neli._events import BarrierHandler, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
+from neli._pulse import HeartbeatSender, MetaProvider
 from neli._roles import role_partition
 from neli._tracker import LeadershipTracker
 
@@ -77,7 +77,7 @@ class Neli:
         self.config = config
         self.member_id = f"{config.member_name}/{uuid.uuid4().hex[:12]}"
         self._clock = clock
-        self._meta = [] if heartbeat_meta is None else [heartbeat_meta]
+        self._meta: list[MetaProvider] = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
         self._lock = threading.Lock()
         self._events = EventDispatcher(config, self.member_id, clock)
@@ -87,15 +87,13 @@ class Neli:
         self._partitions = 0
         # murmur2 in Python costs ~2 us; roles (instruments) are few and asked about constantly.
         self._role_cache: dict[str | bytes, int] = {}
-        self._counter = 0
+        self._sender: HeartbeatSender | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = threading.Event()
         self._leave = threading.Event()
         self._poll_done: asyncio.Future[None] | None = None
         self._closed = False
         self._failure: BaseException | None = None
-        #: Heartbeats that failed to be delivered (diagnostics).
-        self.heartbeat_errors = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -133,10 +131,20 @@ class Neli:
         threading.Thread(
             target=self._poll_thread, name=f"neli-poll-{cfg.group_id}", daemon=True
         ).start()
+        self._sender = HeartbeatSender(
+            config=cfg,
+            member_id=self.member_id,
+            tracker=self._tracker,
+            lock=self._lock,
+            clock=self._clock,
+            producer=self._producer,
+            partitions=self._partitions,
+            meta=self._meta,
+        )
         with self._lock:
             self._tracker.tick(self._clock.monotonic())
         for name, coro in (
-            ("pulse", self._pulse_loop()),
+            ("pulse", self._sender.run()),
             ("watchdog", self._watchdog_loop()),
             ("check", self._check_loop()),
         ):
@@ -225,6 +233,11 @@ class Neli:
     # -- queries ------------------------------------------------------------------------------
 
     @property
+    def heartbeat_errors(self) -> int:
+        """Heartbeats that could not be queued or were not delivered (diagnostics)."""
+        return 0 if self._sender is None else self._sender.errors
+
+    @property
     def partitions(self) -> int:
         """M, the NELI topic's partition count (known after :meth:`start`)."""
         return self._partitions
@@ -285,7 +298,7 @@ class Neli:
 
     # -- events -------------------------------------------------------------------------------
 
-    def add_heartbeat_meta(self, provider: Callable[[], Mapping[str, Any]]) -> None:
+    def add_heartbeat_meta(self, provider: MetaProvider) -> None:
         """Add a heartbeat meta provider, like the ``heartbeat_meta`` argument.
 
         Every provider is called at each pulse and their mappings are merged (later providers
@@ -302,56 +315,6 @@ class Neli:
         return self._events.events()
 
     # -- background jobs ----------------------------------------------------------------------
-
-    async def _pulse_loop(self) -> None:
-        cfg, clock = self.config, self._clock
-        assert self._producer is not None
-        producer = self._producer
-        interval = cfg.pulse_interval_ms / 1000
-        all_partitions = range(self._partitions)
-        while True:
-            now_mono, now_wall = clock.monotonic(), clock.wall()
-            with self._lock:
-                led = tuple(sorted(self._tracker.led(now_mono, now_wall)))
-                if cfg.variant is Variant.FULL:
-                    targets = [(p, 0) for p in all_partitions]
-                else:
-                    targets = [
-                        (p, self._tracker.incarnation(p) or 0) for p in self._tracker.assigned()
-                    ]
-            meta: dict[str, Any] = {}
-            for provider in self._meta:
-                meta.update(provider())
-            for partition, incarnation in targets:
-                self._counter += 1
-                hb = Heartbeat(
-                    group=cfg.group_id,
-                    member_id=self.member_id,
-                    member_name=cfg.member_name,
-                    incarnation=incarnation,
-                    counter=self._counter,
-                    sent_mono=now_mono,
-                    sent_wall=now_wall,
-                    led=led,
-                    meta=meta,
-                )
-                try:
-                    producer.produce(
-                        cfg.topic,
-                        value=hb.encode(),
-                        partition=partition,
-                        timestamp=int(now_wall * 1000),
-                        on_delivery=self._on_delivery,
-                    )
-                except BufferError:
-                    self.heartbeat_errors += 1
-            producer.poll(0)
-            await asyncio.sleep(interval)
-
-    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self.heartbeat_errors += 1
-            log.debug("heartbeat not delivered: %s", err)
 
     async def _watchdog_loop(self) -> None:
         interval = self.config.check_interval_ms / 1000
