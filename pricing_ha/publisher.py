@@ -80,7 +80,8 @@ class PublisherStats:
     priced: int = 0
     dead_lettered: int = 0
     not_leader_skips: int = 0
-    delivery_failures: int = 0
+    delivery_failures: int = 0  # records the broker refused or that expired
+    flush_timeouts: int = 0  # batches replayed because output was still unacknowledged
     seq_gaps: int = 0
     per_partition: dict[int, int] = field(default_factory=dict)
 
@@ -194,7 +195,7 @@ class _QuoteWorker(PartitionWorker):
         if self._producer.flush(FLUSH_TIMEOUT_S):
             # Some output is still unacknowledged: its delivery callbacks have not run, so a
             # failure would not be seen. Nothing of this batch may be committed; replay it.
-            self.stats.delivery_failures += 1
+            self.stats.flush_timeouts += 1
             log.error("prices not acknowledged within %.0f s; replaying", FLUSH_TIMEOUT_S)
             for partition, offset in first.items():
                 prev = self._failed.get(partition)

@@ -132,13 +132,11 @@ def rebuild_high_water(settings: dict[str, Any], topic: str, partition: int) -> 
                 break
             if next_offset < end_hint and idle >= _REBUILD_HINT_IDLE_S:
                 log.warning(
-                    "%s[%d]: no record for %.0f s before the watermark %d (read to %d); "
-                    "taking offset %d as the end",
+                    "%s[%d]: nothing for %.0f s below the watermark %d; the end is offset %d",
                     topic,
                     partition,
                     idle,
                     end_hint,
-                    next_offset,
                     next_offset,
                 )
                 break

@@ -133,32 +133,7 @@ def tcp_reachable(bootstrap_servers: str, timeout_s: float = 1.0) -> Check:
     Raises:
         ValueError: an entry has no numeric port.
     """
-    targets = [_split_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
-
-    async def reachable() -> bool:
-        for host, port in targets:
-            try:
-                async with asyncio.timeout(timeout_s):
-                    _reader, writer = await asyncio.open_connection(host, port)
-            except (OSError, TimeoutError):
-                continue
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-            return True
-        raise ConnectionError(f"no broker at {bootstrap_servers} answered")
-
-    return reachable
-
-
-_API_VERSIONS = 18
-_TLS_PROTOCOLS = frozenset({"ssl", "sasl_ssl"})
-
-
-def _api_versions_request(correlation_id: int) -> bytes:
-    client = b"pricing-ha-readyz"
-    body = struct.pack(">hhih", _API_VERSIONS, 0, correlation_id, len(client)) + client
-    return struct.pack(">i", len(body)) + body
+    return _reachable(bootstrap_servers, timeout_s, handshake=False)
 
 
 def broker_reachable(
@@ -174,17 +149,32 @@ def broker_reachable(
     Raises:
         ValueError: an entry has no numeric port.
     """
-    targets = [_split_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
     handshake = security_protocol.lower() not in _TLS_PROTOCOLS
+    return _reachable(bootstrap_servers, timeout_s, handshake=handshake)
+
+
+_API_VERSIONS = 18
+_CORRELATION_ID = 0x5052
+_TLS_PROTOCOLS = frozenset({"ssl", "sasl_ssl"})
+
+
+def _api_versions_request() -> bytes:
+    client = b"pricing-ha-readyz"
+    body = struct.pack(">hhih", _API_VERSIONS, 0, _CORRELATION_ID, len(client)) + client
+    return struct.pack(">i", len(body)) + body
+
+
+def _reachable(bootstrap_servers: str, timeout_s: float, *, handshake: bool) -> Check:
+    targets = [_split_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
 
     async def ask(host: str, port: int) -> None:
         reader, writer = await asyncio.open_connection(host, port)
         try:
             if handshake:
-                writer.write(_api_versions_request(0x5052))
+                writer.write(_api_versions_request())
                 await writer.drain()
                 size, correlation = struct.unpack(">ii", await reader.readexactly(8))
-                if correlation != 0x5052 or size < 4:
+                if correlation != _CORRELATION_ID or size < 4:
                     raise ConnectionError(f"{host}:{port} answered something else than Kafka")
         finally:
             writer.close()
@@ -196,8 +186,8 @@ def broker_reachable(
             try:
                 async with asyncio.timeout(timeout_s):
                     await ask(host, port)
-            except (OSError, TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-                continue
+            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                continue  # ConnectionError is an OSError
             return True
         raise ConnectionError(f"no broker at {bootstrap_servers} answered")
 
