@@ -19,7 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
-from pricing_ha.subscriber_stats import percentiles
+from pricing_ha.subscribing.stats import percentiles
 
 PRODUCER_SETTINGS: dict[str, str | int | bool] = {
     "acks": "all",

@@ -1,6 +1,6 @@
 """Shared helpers of the end-to-end benchmarks: a whole pipeline, a feed, topic counters.
 
-A pipeline is one :class:`~pricing_ha.local_cluster.PricingCluster` (fresh topics) with both
+A pipeline is one :class:`~pricing_ha.local.cluster.PricingCluster` (fresh topics) with both
 publishing groups (``p1`` and ``p2``, ``members`` each), two relays (``r1``, ``r2``) and, once
 they all lead, a synthetic feed. Each feed process restarts every instrument's seq at 1, so a
 cluster carries exactly one feed run: a new rate needs a new cluster.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from pricing_ha.local_cluster import PricingCluster
-from pricing_ha.procs import Proc, ProcessGroup
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.procs import Proc, ProcessGroup
 
 MEMBER_NAMES = "abcd"
 

@@ -1,4 +1,4 @@
-"""Throughput of A/B arbitration (``pricing_ha.arbitration.Arbiter``), the relay's hot path.
+"""Throughput of A/B arbitration (``pricing_ha.dedupe.arbitration.Arbiter``), the relay's hot path.
 
 Two copies (groups p1 and p2) of 1M seqs spread over 100 instruments: 2M offers. The second
 copy trails the first by a few positions; 1% of the first copy's seqs are swapped with their
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import summary, write
 
-from pricing_ha.arbitration import Arbiter
+from pricing_ha.dedupe.arbitration import Arbiter
 
 SEQS = 1_000_000
 INSTRUMENTS = 100

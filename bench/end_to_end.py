@@ -12,7 +12,7 @@ Throughput (records on ``prices`` are counted by consuming it; broker watermarks
 * unpaced: ``--rate 0 --count N``; the feed outruns the pipeline, which then drains the backlog.
   Figures: the rate at which ``prices`` grew from 10 % to 90 % of N (and ``prices.raw`` from
   10 % to 90 % of 2N, both groups' copies), the rate after the feed had exited, and an
-  exactly-once check of all N (:func:`pricing_ha.verdict.judge`);
+  exactly-once check of all N (:func:`pricing_ha.local.verdict.judge`);
 * paced ladder: one fresh pipeline per total rate R (fractions of the unpaced rate), the feed
   sending R * ``--step-s`` quotes; figures: the rates at which ``md.quotes`` and ``prices`` grew
   from 3 s after the feed started to the feed's exit (steady), how far behind ``prices`` was
@@ -54,10 +54,10 @@ from _common import write
 from _pipeline import TopicCounter, code_version, foreign_processes, start_feed, start_pipeline
 
 from pricing_ha.config import AppConfig
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.local_cluster import PricingCluster
-from pricing_ha.procs import ProcessGroup
-from pricing_ha.verdict import judge
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.verdict import judge
 
 INSTRUMENTS = 100
 PROBE = Path(__file__).resolve().parent / "_hop_probe.py"

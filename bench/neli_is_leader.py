@@ -24,7 +24,7 @@ from _common import write
 
 from neli import Mode, Neli, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
-from pricing_ha.embedded_broker import EmbeddedBroker
+from pricing_ha.local.broker import EmbeddedBroker
 
 N = 200_000
 

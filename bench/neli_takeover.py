@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import summary, write
 
-from pricing_ha import leadership_log
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.procs import Proc, ProcessGroup
+from pricing_ha.local import leadership_log
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.procs import Proc, ProcessGroup
 
 M = 4
 CASES = [("full", "non-exclusive"), ("full", "exclusive"), ("fast", "exclusive")]
@@ -65,7 +65,7 @@ def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: i
             live[name] = procs.spawn(
                 name,
                 [
-                    "pricing_ha.probe",
+                    "pricing_ha.local.probe",
                     f"--bootstrap={bootstrap}",
                     f"--topic={topic}",
                     f"--group={group}",

@@ -1,6 +1,6 @@
 """Per-instrument silence on the union of both groups' output while publishers are killed.
 
-Each run is a fresh :class:`~pricing_ha.local_cluster.PricingCluster` (fresh topics) on one
+Each run is a fresh :class:`~pricing_ha.local.cluster.PricingCluster` (fresh topics) on one
 embedded broker: two publishing groups of two members each (``p1/a``, ``p1/b``, ``p2/a``,
 ``p2/b``, separate OS processes) and the synthetic feed (20 instruments at 20 Hz each). Once all
 four members have been publishing for S seconds, one fault is injected:
@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import summary, write
 
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.local_cluster import PricingCluster, Record, by_group, missing, wait_for
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing, wait_for
+from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 20
 RATE_HZ = 20.0

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import write
 
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.local_cluster import PricingCluster
-from pricing_ha.procs import ProcessGroup
-from pricing_ha.publisher import quotes_group_id
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.publishing.publisher import quotes_group_id
 
 CASE_TIMEOUT_S = 150.0
 

@@ -20,7 +20,7 @@ relay's producer) and its ``relay`` header. Each round:
 
 The same cluster is used for every round, so ``prices`` grows and each takeover's rebuild
 (reading ``prices[k]`` to its end) reads more; the partition sizes at each kill are kept. At the
-end the feed stops and ``prices`` is judged exactly-once (:func:`pricing_ha.verdict.judge`).
+end the feed stops and ``prices`` is judged exactly-once (:func:`pricing_ha.local.verdict.judge`).
 
 Run: ``.venv/bin/python bench/relay_takeover.py [--rounds 5] [--members 1]``
 """
@@ -48,12 +48,12 @@ from _common import summary, write
 from _pipeline import code_version, foreign_processes, start_feed, start_pipeline, wait_until
 
 from pricing_ha.config import AppConfig
-from pricing_ha.demo_view import LiveView
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.local_cluster import PricingCluster
-from pricing_ha.procs import ProcessGroup
-from pricing_ha.relay import relay_group_id
-from pricing_ha.verdict import judge
+from pricing_ha.dedupe.relay import relay_group_id
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.demo_view import LiveView
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.verdict import judge
 
 INSTRUMENTS = 100
 _TOOK = re.compile(r"relay took partition (\d+) \(rebuilt in ([\d.]+) s\)")

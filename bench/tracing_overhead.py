@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import write
 
-from pricing_ha.embedded_broker import EmbeddedBroker
-from pricing_ha.local_cluster import PricingCluster
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.procs import ProcessGroup
 
 RATIOS = (0.0, 0.01, 1.0)
 CASE_TIMEOUT_S = 90.0

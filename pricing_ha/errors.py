@@ -7,9 +7,9 @@
      ├── TopicLayoutError     topics missing or with mismatched partition counts
      ├── BrokerUnavailableError  the broker did not answer within the bounded retries
      ├── EmbeddedBrokerError  the embedded Tansu broker could not be found or started
-     ├── InvalidQuoteError    (pricing_ha.quotes) a quote that cannot be priced -> DLQ
-     ├── InvalidPriceError    (pricing_ha.pricing) a price value that cannot be decoded
-     └── ReplayError          (pricing_ha.feed) a bad replay CSV file or row
+     ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
+     ├── InvalidPriceError    (pricing_ha.publishing.pricing) a price value that cannot be decoded
+     └── ReplayError          (pricing_ha.feed.sources) a bad replay CSV file or row
 
 Each class carries ``exit_code``, the process exit status a command uses when the error ends it
 (1 unless stated), so every command maps errors to statuses the same way.

@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.config import AppConfig
-from pricing_ha.topics import fetch_metadata
+from pricing_ha.kafka.topics import fetch_metadata
 
 
 @dataclass(frozen=True)

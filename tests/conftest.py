@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pricing_ha.embedded_broker import EmbeddedBroker
+from pricing_ha.local.broker import EmbeddedBroker
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
 _INTEGRATION_DIR = Path(__file__).parent / "integration"

@@ -1,6 +1,7 @@
-"""Where telemetry is set up: OpenTelemetry SDK, metrics, and the health endpoints.
+"""Telemetry infrastructure: the OpenTelemetry SDK set-up, metrics, the health endpoints.
 
-The application owns the SDK (the ``neli`` library only uses the API):
+The application owns the SDK (the ``neli`` library only uses the API); it is set up in :mod:`.sdk`.
+This package imports no application module (a layering test checks):
 
 * :func:`setup_telemetry` (:mod:`.sdk`): resource, tracer and meter providers, exporters (OTLP/HTTP
   or a JSON-lines file per process), sampling;

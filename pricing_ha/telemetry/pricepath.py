@@ -31,7 +31,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from pricing_ha.kafka_headers import HeaderValue
+from pricing_ha.kafka.headers import HeaderValue
 
 __all__ = [
     "CALLER_SAMPLED_KEY",

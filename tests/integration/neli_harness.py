@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pricing_ha import leadership_log, local_cluster
-from pricing_ha.leadership_log import MemberLog
-from pricing_ha.procs import Proc, ProcessGroup
+from pricing_ha.local import cluster as local_cluster
+from pricing_ha.local import leadership_log
+from pricing_ha.local.leadership_log import MemberLog
+from pricing_ha.local.procs import Proc, ProcessGroup
 
 #: S for the tests (PRICING_HA_TEST_SESSION_MS). Tansu is stable from 1000 ms; 3000 ms leaves
 #: margin. A real Kafka enforces group.min.session.timeout.ms (6000 by default): match it.
@@ -48,7 +49,7 @@ class Cluster:
     ) -> Proc:
         """Start one member process."""
         argv = [
-            "pricing_ha.probe",
+            "pricing_ha.local.probe",
             f"--bootstrap={self.bootstrap}",
             f"--topic={self.topic}",
             f"--group={group}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pricing_ha.local_cluster import pricing_cli
+from pricing_ha.local.cluster import pricing_cli
 
 
 def test_demo_short_run_has_a_clean_verdict(bootstrap: str, tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from pricing_ha.embedded_broker import EmbeddedBroker
 from pricing_ha.errors import EmbeddedBrokerError
+from pricing_ha.local.broker import EmbeddedBroker
 
 
 def _pid_exists(pid: int) -> bool:

@@ -15,8 +15,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from typer.testing import CliRunner
 
 from pricing_ha.cli import app
-from pricing_ha.partitioning import instrument_partition
-from pricing_ha.quotes import Quote, parse_quote
+from pricing_ha.kafka.partitioning import instrument_partition
+from pricing_ha.publishing.quotes import Quote, parse_quote
 
 M = 4
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from neli import Heartbeat, HeartbeatDecodeError, Neli, NeliConfig, trace_leadership
-from pricing_ha.procs import Proc, ProcessGroup
+from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.telemetry import load_spans
 from tests.integration.neli_harness import SESSION_MS
 
@@ -63,7 +63,7 @@ def _start_probe(
     proc = procs.spawn(
         "a",
         [
-            "pricing_ha.probe",
+            "pricing_ha.local.probe",
             f"--bootstrap={bootstrap}",
             f"--topic={topic}",
             f"--group={group}",

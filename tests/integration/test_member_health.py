@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from pricing_ha.config import AppConfig, BrokerConfig, TelemetryConfig, TopicsConfig
-from pricing_ha.telemetry import HealthServer, Telemetry, broker_reachable, setup_telemetry
-from pricing_ha.telemetry.service import (
+from pricing_ha.member.health import (
     health_in_thread,
     member_health,
     read_health_file,
 )
+from pricing_ha.telemetry import HealthServer, Telemetry, broker_reachable, setup_telemetry
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pricing_ha import leadership_log
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local import leadership_log
+from pricing_ha.local.procs import ProcessGroup
 from tests.integration.neli_harness import SESSION_MS, Cluster, wait_until
 
 S = SESSION_MS / 1000

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pricing_ha.local_cluster import PricingCluster, pricing_cli, wait_for
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.cluster import PricingCluster, pricing_cli, wait_for
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.member.health import read_health_file
 from pricing_ha.telemetry import load_spans
-from pricing_ha.telemetry.service import read_health_file
 from tests.unit.prometheus_format import parse, value
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000

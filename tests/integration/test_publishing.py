@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pricing_ha.local_cluster import (
+from pricing_ha.local.cluster import (
     PricingCluster,
     Record,
     by_group,
     missing,
     wait_for,
 )
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.procs import ProcessGroup
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
 TICK_S = 0.1  # the feed's interval per instrument in these tests (10 Hz)
@@ -186,7 +186,7 @@ def test_status_reports_who_leads_what(cluster: PricingCluster) -> None:
     import json
     import subprocess
 
-    from pricing_ha.local_cluster import pricing_cli
+    from pricing_ha.local.cluster import pricing_cli
 
     for g in ("p1", "p2"):
         cluster.publisher(g, "a")

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from pricing_ha.local_cluster import PricingCluster, pricing_cli, wait_for
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.cluster import PricingCluster, pricing_cli, wait_for
+from pricing_ha.local.procs import ProcessGroup
 
 
 @pytest.fixture

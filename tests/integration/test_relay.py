@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pricing_ha.local_cluster import SESSION_MS, PricingCluster, Record, wait_for
-from pricing_ha.procs import ProcessGroup
+from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record, wait_for
+from pricing_ha.local.procs import ProcessGroup
 
 S = SESSION_MS / 1000
 TICK_S = 0.1

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pricing_ha.local_cluster import SESSION_MS, PricingCluster, pricing_cli, wait_for
-from pricing_ha.procs import ProcessGroup
-from pricing_ha.verdict import judge
+from pricing_ha.local.cluster import SESSION_MS, PricingCluster, pricing_cli, wait_for
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.verdict import judge
 
 S = SESSION_MS / 1000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

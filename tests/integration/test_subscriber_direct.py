@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from pricing_ha.config import load_app_config
-from pricing_ha.local_cluster import PricingCluster, by_group, missing, wait_for
-from pricing_ha.procs import ProcessGroup
-from pricing_ha.publisher import neli_group_id
+from pricing_ha.local.cluster import PricingCluster, by_group, missing, wait_for
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.publishing.publisher import neli_group_id
 from pricing_ha.status import read_status
 
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)

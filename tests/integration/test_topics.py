@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, BrokerConfig, TopicsConfig
 from pricing_ha.errors import BrokerUnavailableError, TopicLayoutError
-from pricing_ha.topics import check_layout, create_topics, make_admin
+from pricing_ha.kafka.topics import check_layout, create_topics, make_admin
 
 ROLES = ("quotes", "neli", "raw", "prices", "dlq", "raw_dlq")
 

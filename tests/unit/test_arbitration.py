@@ -1,4 +1,4 @@
-"""A/B line arbitration (pricing_ha.arbitration): order, once-only, gaps, switches, restarts."""
+"""A/B line arbitration (dedupe.arbitration): order, once-only, gaps, switches, restarts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import pytest
 
-from pricing_ha.arbitration import Arbiter, Emission
+from pricing_ha.dedupe.arbitration import Arbiter, Emission
 
 W = 0.05  # reorder window (s)
 T = TypeVar("T")

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from pricing_ha.config import FeedConfig
-from pricing_ha.feed import (
+from pricing_ha.feed.sources import (
     FeedSummary,
     ReplayError,
     SyntheticMarket,
@@ -17,7 +17,7 @@ from pricing_ha.feed import (
     feed_symbols,
     read_replay,
 )
-from pricing_ha.quotes import Quote, validate_quote
+from pricing_ha.publishing.quotes import Quote, validate_quote
 
 
 def test_default_symbols_start_with_majors_then_numbered() -> None:

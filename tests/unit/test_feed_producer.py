@@ -14,9 +14,9 @@ from confluent_kafka import KafkaError
 
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError, TopicLayoutError
-from pricing_ha.feed import SyntheticMarket, default_symbols
-from pricing_ha.feed_producer import feed_main, run_feed, with_overrides
-from pricing_ha.quotes import Quote, parse_quote
+from pricing_ha.feed.producer import feed_main, run_feed, with_overrides
+from pricing_ha.feed.sources import SyntheticMarket, default_symbols
+from pricing_ha.publishing.quotes import Quote, parse_quote
 
 CFG = AppConfig()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pricing_ha.partitioning import KEYED_PRODUCER_SETTINGS, instrument_partition, murmur2
+from pricing_ha.kafka.partitioning import KEYED_PRODUCER_SETTINGS, instrument_partition, murmur2
 
 
 @pytest.mark.parametrize(

@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from pricing_ha.arbitration import Arbiter, Emission
-from pricing_ha.cli_telemetry import with_az
+from pricing_ha.cli._options import with_az
 from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Arbiter, Emission
+from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.errors import ConfigError
 from pricing_ha.telemetry import PricePathSampler, PricingMetrics, Telemetry, render_prometheus
-from pricing_ha.telemetry.failover import trace_switch
 from pricing_ha.telemetry.pricepath import (
     PricePath,
     child_context,

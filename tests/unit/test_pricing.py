@@ -9,7 +9,7 @@ import pytest
 
 from pricing_ha.config import InstrumentOverride, PricingConfig
 from pricing_ha.errors import ConfigError
-from pricing_ha.pricing import (
+from pricing_ha.publishing.pricing import (
     InstrumentParams,
     InvalidPriceError,
     ParamsBook,
@@ -18,7 +18,7 @@ from pricing_ha.pricing import (
     encode_price,
     price_quote,
 )
-from pricing_ha.quotes import InvalidQuoteError, Quote
+from pricing_ha.publishing.quotes import InvalidQuoteError, Quote
 
 TICK5 = Decimal("0.00001")
 

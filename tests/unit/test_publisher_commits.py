@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Message, TopicPartition
 
 from pricing_ha.config import AppConfig
-from pricing_ha.publisher import MESSAGE_TIMEOUT_MS, PublisherStats, _QuoteWorker
-from pricing_ha.quotes import Quote, encode_quote
+from pricing_ha.publishing.publisher import MESSAGE_TIMEOUT_MS, PublisherStats, _QuoteWorker
+from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry import Telemetry
 
 CFG = AppConfig()
@@ -121,6 +121,6 @@ def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None
 
 def test_records_expire_before_the_flush_gives_up() -> None:
     """librdkafka's delivery deadline is shorter than the flush, so callbacks run in time."""
-    from pricing_ha.partition_worker import FLUSH_TIMEOUT_S
+    from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 
     assert MESSAGE_TIMEOUT_MS < FLUSH_TIMEOUT_S * 1000

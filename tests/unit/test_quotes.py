@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from pricing_ha.errors import PricingError
-from pricing_ha.quotes import (
+from pricing_ha.publishing.quotes import (
     InvalidQuoteError,
     Quote,
     SequenceGuard,

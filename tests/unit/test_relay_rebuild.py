@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Message, TopicPartition
 
-from pricing_ha import relay_records
-from pricing_ha.pricing import Price, encode_price
+from pricing_ha.dedupe import records as relay_records
+from pricing_ha.publishing.pricing import Price, encode_price
 
 
 def price(instrument: str, seq: int, offset: int) -> Message:

@@ -9,12 +9,12 @@ import orjson
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition
 
+from pricing_ha.cli.subscribe import delivery_json
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
-from pricing_ha.pricing import Price, encode_price
-from pricing_ha.subscribe_command import delivery_json
-from pricing_ha.subscriber import Delivery, Subscriber
-from pricing_ha.subscriber_stats import InstrumentStats, percentiles
+from pricing_ha.publishing.pricing import Price, encode_price
+from pricing_ha.subscribing.stats import InstrumentStats, percentiles
+from pricing_ha.subscribing.subscriber import Delivery, Subscriber
 
 CFG = AppConfig()
 WINDOW_S = CFG.relay.reorder_window_ms / 1000

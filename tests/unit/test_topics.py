@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from pricing_ha.config import AppConfig, TopicsConfig
 from pricing_ha.errors import BrokerUnavailableError, TopicLayoutError
-from pricing_ha.topics import (
+from pricing_ha.kafka.topics import (
     check_layout,
     create_topics,
     fetch_metadata,

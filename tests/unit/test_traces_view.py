@@ -13,12 +13,19 @@ import pytest
 from typer.testing import CliRunner
 
 from neli.testing import FakeNeli
-from pricing_ha.arbitration import Emission
 from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, TelemetryConfig
+from pricing_ha.dedupe.arbitration import Emission
+from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.local.traces_view import (
+    TraceSet,
+    failovers,
+    render_tree,
+    switches,
+    terms,
+    traces_main,
+)
 from pricing_ha.telemetry import Telemetry, setup_telemetry
-from pricing_ha.telemetry.failover import trace_switch
-from pricing_ha.traces_view import TraceSet, failovers, render_tree, switches, terms, traces_main
 
 T0 = 1_700_000_000.0  # FakeNeli's wall clock starts here
 P1 = "pricing.p1"

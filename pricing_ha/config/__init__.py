@@ -1,0 +1,159 @@
+"""pricing-ha configuration: typed, validated, loaded from TOML with environment overrides.
+
+Every option has a default, documented on its section's dataclass (``_config_sections.py``, all
+re-exported here) and in ``config/default.toml``, which spells out exactly these defaults for the
+embedded broker. Loading order, later wins:
+
+1. the built-in defaults below;
+2. the TOML file (``--config``, else ``$PRICING_HA_CONFIG``, else the repository's
+   ``config/default.toml`` when present);
+3. ``PRICING_HA__SECTION__KEY=value`` environment variables (case-insensitive section and key,
+   parsed by the field's type; ``PRICING_HA__BROKER__LIBRDKAFKA__SSL_CA_LOCATION`` sets the
+   librdkafka property ``ssl.ca.location``;
+   ``PRICING_HA__PRICING__INSTRUMENTS__EURUSD__SPREAD_BPS`` sets one instrument's override);
+4. ``PRICING_HA_BOOTSTRAP`` (broker bootstrap servers);
+5. a command's ``--bootstrap`` option.
+
+Unknown keys, wrong types and inconsistent timings are errors (:class:`ConfigError` naming the
+file or variable, the dotted key and the problem); a running system never guesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
+from pricing_ha.config._sections import (
+    BrokerConfig,
+    FeedConfig,
+    HealthConfig,
+    InstrumentOverride,
+    NeliConfig,
+    PricingConfig,
+    RelayConfig,
+    TelemetryConfig,
+    TopicsConfig,
+)
+from pricing_ha.errors import ConfigError
+
+__all__ = [
+    "ENV_BOOTSTRAP",
+    "ENV_CONFIG",
+    "ENV_PREFIX",
+    "AppConfig",
+    "BrokerConfig",
+    "FeedConfig",
+    "HealthConfig",
+    "InstrumentOverride",
+    "NeliConfig",
+    "PricingConfig",
+    "RelayConfig",
+    "TelemetryConfig",
+    "TopicsConfig",
+    "default_config_path",
+    "load_app_config",
+    "load_config",
+]
+
+ENV_PREFIX = "PRICING_HA__"
+ENV_BOOTSTRAP = "PRICING_HA_BOOTSTRAP"
+ENV_CONFIG = "PRICING_HA_CONFIG"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AppConfig:
+    """The whole application configuration: one attribute per TOML section."""
+
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    neli: NeliConfig = field(default_factory=NeliConfig)
+    relay: RelayConfig = field(default_factory=RelayConfig)
+    feed: FeedConfig = field(default_factory=FeedConfig)
+    pricing: PricingConfig = field(default_factory=PricingConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+
+    def __post_init__(self) -> None:
+        slowest = max(self.neli.threshold_ms, self.relay.session_timeout_ms)
+        if self.topics.neli_retention_ms <= slowest:
+            raise ConfigError(
+                "AppConfig",
+                "topics.neli_retention_ms",
+                f"must exceed neli.threshold_ms and relay.session_timeout_ms ({slowest} ms)",
+            )
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    source = str(path)
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(source, "(file)", f"cannot read: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"line {match[1]}" if match else "(syntax)"
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        column = f" (column {match[2]})" if match else ""
+        raise ConfigError(source, where, f"invalid TOML: {problem}{column}") from exc
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -> AppConfig:
+    """Loads and validates the configuration.
+
+    Args:
+        path: a TOML file, or ``None`` for the built-in defaults.
+        env: the environment, for ``PRICING_HA__...`` and ``PRICING_HA_BOOTSTRAP`` overrides.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: naming the file (or variable), the dotted key and the problem.
+    """
+    raw = _read_toml(path) if path is not None else {}
+    apply_env(raw, AppConfig, env, prefix=ENV_PREFIX)
+    bootstrap = env.get(ENV_BOOTSTRAP, "")
+    if bootstrap:
+        set_env_value(raw, ["broker", "bootstrap_servers"], EnvText(bootstrap, ENV_BOOTSTRAP))
+    source = str(path) if path is not None else "built-in defaults"
+    return convert_table(AppConfig, raw, key="", source=source)
+
+
+def default_config_path() -> Path | None:
+    """Returns the repository's ``config/default.toml`` if this is a source checkout."""
+    candidate = Path(__file__).resolve().parent.parent / "config" / "default.toml"
+    return candidate if candidate.is_file() else None
+
+
+def load_app_config(
+    config: Path | None = None,
+    *,
+    bootstrap: str | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> AppConfig:
+    """Loads the configuration the way every command does.
+
+    Args:
+        config: the ``--config`` option; else ``$PRICING_HA_CONFIG``; else
+            :func:`default_config_path` (which falls back to the built-in defaults).
+        bootstrap: the ``--bootstrap`` option; overrides every other bootstrap setting.
+        env: the environment.
+
+    Raises:
+        ConfigError: if the configuration is invalid.
+    """
+    path = config or (Path(env[ENV_CONFIG]) if env.get(ENV_CONFIG) else default_config_path())
+    cfg = load_config(path, env)
+    if bootstrap is None:
+        return cfg
+    if not bootstrap.strip():
+        raise ConfigError("option --bootstrap", "broker.bootstrap_servers", "must not be empty")
+    broker = dataclasses.replace(cfg.broker, bootstrap_servers=bootstrap)
+    return dataclasses.replace(cfg, broker=broker)

@@ -1,0 +1,376 @@
+"""The sections of pricing-ha's configuration, one frozen dataclass per TOML table.
+
+Each class validates itself in ``__post_init__`` (ranges, and the cross-field timing rules of
+DESIGN §3) and raises :class:`~pricing_ha.errors.ConfigError` with the key relative to its own
+table; the loader in :mod:`pricing_ha.config` re-anchors it at the file and full dotted key.
+Import these names from :mod:`pricing_ha.config`.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from pricing_ha.errors import ConfigError
+
+__all__ = [
+    "BrokerConfig",
+    "FeedConfig",
+    "HealthConfig",
+    "InstrumentOverride",
+    "NeliConfig",
+    "PricingConfig",
+    "RelayConfig",
+    "TelemetryConfig",
+    "TopicsConfig",
+]
+
+# Kafka's legal topic names: up to 249 of [a-zA-Z0-9._-], and not "." or "..".
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_MIN_SESSION_TIMEOUT_MS = 1000  # below this the embedded broker's groups churn forever
+_PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never costs leadership
+
+
+def _check(ok: bool, owner: object, key: str, problem: str) -> None:
+    if not ok:
+        raise ConfigError(type(owner).__name__, key, problem)
+
+
+def _check_ms(owner: object, key: str, value: int, minimum: int = 1) -> None:
+    _check(value >= minimum, owner, key, f"must be at least {minimum} ms, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BrokerConfig:
+    """How every client reaches the Kafka-protocol cluster.
+
+    Attributes:
+        bootstrap_servers: ``host:port[,host:port...]``. Default ``"127.0.0.1:9092"`` (the
+            embedded broker).
+        connect_timeout_ms: how long a command waits for the broker to answer before failing
+            with ``BrokerUnavailableError``. Default 10000.
+        librdkafka: extra librdkafka properties passed to every client (TLS, SASL, IAM...).
+            Default empty. ``bootstrap.servers`` and ``group.protocol`` cannot be set here.
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    connect_timeout_ms: int = 10_000
+    librdkafka: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        _check(bool(self.bootstrap_servers.strip()), self, "bootstrap_servers", "must not be empty")
+        _check_ms(self, "connect_timeout_ms", self.connect_timeout_ms, 100)
+        _check(
+            "bootstrap.servers" not in self.librdkafka,
+            self,
+            "librdkafka.bootstrap.servers",
+            "set broker.bootstrap_servers instead",
+        )
+        protocol = self.librdkafka.get("group.protocol", "classic")
+        _check(
+            protocol == "classic",
+            self,
+            "librdkafka.group.protocol",
+            f"NELI needs the classic group protocol (KIP-848 '{protocol}' ignores client "
+            "session timeouts)",
+        )
+        object.__setattr__(self, "librdkafka", types.MappingProxyType(dict(self.librdkafka)))
+
+    def client_config(
+        self,
+        *,
+        defaults: Mapping[str, str | int | float | bool] | None = None,
+        required: Mapping[str, str | int | float | bool] | None = None,
+    ) -> dict[str, str | int | float | bool]:
+        """Builds a confluent-kafka configuration dict.
+
+        Args:
+            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
+            required: settings the application depends on (e.g. acks); they win.
+
+        Returns:
+            ``bootstrap.servers`` plus defaults, pass-through settings and required settings.
+        """
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            **(defaults or {}),
+            **self.librdkafka,
+            **(required or {}),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TopicsConfig:
+    """Topic names and layout (DESIGN §2). All topics get the same partition count.
+
+    Attributes:
+        quotes: market-data input, keyed by instrument. Default ``"md.quotes"``.
+        neli: the NELI heartbeat topic shared by both groups. Default ``"pricing.neli"``.
+        raw: prices from every leader of both groups. Default ``"prices.raw"``.
+        prices: the deduplicated prices subscribers read. Default ``"prices"``.
+        dlq: rejected quotes with a reason header. Default ``"md.quotes.dlq"``.
+        raw_dlq: rejected raw prices (relay). Default ``"prices.raw.dlq"``.
+        partitions: M, the partition count of every topic. Default 4.
+        replication_factor: replicas per partition (1 on the embedded broker, 3 on a real
+            cluster). Default 1.
+        neli_retention_ms: ``retention.ms`` of the NELI topic; heartbeats are useless once
+            stale. Default 60000.
+    """
+
+    quotes: str = "md.quotes"
+    neli: str = "pricing.neli"
+    raw: str = "prices.raw"
+    prices: str = "prices"
+    dlq: str = "md.quotes.dlq"
+    raw_dlq: str = "prices.raw.dlq"
+    partitions: int = 4
+    replication_factor: int = 1
+    neli_retention_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        for name, topic in self.by_role().items():
+            _check(
+                _TOPIC_NAME.fullmatch(topic) is not None and topic not in {".", ".."},
+                self,
+                name,
+                f"{topic!r} is not a legal Kafka topic name",
+            )
+        names = list(self.by_role().values())
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        _check(not dupes, self, "quotes", f"topic names must be distinct; repeated: {dupes}")
+        _check(self.partitions >= 1, self, "partitions", "must be at least 1")
+        _check(self.replication_factor >= 1, self, "replication_factor", "must be at least 1")
+        _check_ms(self, "neli_retention_ms", self.neli_retention_ms, 1000)
+
+    def by_role(self) -> dict[str, str]:
+        """Returns ``{role: topic name}`` for all six topics, in pipeline order."""
+        return {
+            "quotes": self.quotes,
+            "neli": self.neli,
+            "raw": self.raw,
+            "prices": self.prices,
+            "dlq": self.dlq,
+            "raw_dlq": self.raw_dlq,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NeliConfig:
+    """Leader induction for the publisher groups: non-exclusive mode, so T > S (DESIGN §3).
+
+    Attributes:
+        session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000 (the embedded
+            broker); a real Kafka enforces its ``group.min.session.timeout.ms`` (6000 by
+            default). Default 3000.
+        threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
+            that every role has at least one leader. Default 4500.
+        pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 300.
+    """
+
+    session_timeout_ms: int = 3000
+    threshold_ms: int = 4500
+    pulse_interval_ms: int = 300
+
+    def __post_init__(self) -> None:
+        _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
+        _check(
+            self.threshold_ms > self.session_timeout_ms,
+            self,
+            "threshold_ms",
+            f"non-exclusive publishers need threshold_ms > session_timeout_ms "
+            f"({self.threshold_ms} <= {self.session_timeout_ms})",
+        )
+        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
+
+
+def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
+    _check_ms(owner, "pulse_interval_ms", pulse_ms, 10)
+    _check(
+        pulse_ms * _PULSES_PER_THRESHOLD <= threshold_ms,
+        owner,
+        "pulse_interval_ms",
+        f"must be at most threshold_ms / {_PULSES_PER_THRESHOLD} "
+        f"({pulse_ms} > {threshold_ms // _PULSES_PER_THRESHOLD})",
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RelayConfig:
+    """The dedupe relay: exclusive ownership, so T + e < S (DESIGN §3).
+
+    Attributes:
+        session_timeout_ms: S for the relay's group. At least 1000. Default 3000.
+        threshold_ms: T, the self-heartbeat deadline after which an owner fences itself, and
+            the grace period after a new assignment. Default 2000.
+        clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
+        pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
+        reorder_window_ms: how long to wait for a missing seq from the other group's copy
+            before declaring a gap. Default 500: a missing copy costs at most this much delay,
+            while a shorter window turns a briefly lagging group into a declared gap (a copy
+            arriving after its seq was declared missing cannot be delivered in order).
+    """
+
+    session_timeout_ms: int = 3000
+    threshold_ms: int = 2000
+    clock_skew_ms: int = 200
+    pulse_interval_ms: int = 300
+    reorder_window_ms: int = 500
+
+    def __post_init__(self) -> None:
+        _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
+        _check_ms(self, "threshold_ms", self.threshold_ms)
+        _check_ms(self, "clock_skew_ms", self.clock_skew_ms, 0)
+        _check(
+            self.threshold_ms + self.clock_skew_ms < self.session_timeout_ms,
+            self,
+            "threshold_ms",
+            f"exclusive ownership needs threshold_ms + clock_skew_ms < session_timeout_ms "
+            f"({self.threshold_ms} + {self.clock_skew_ms} >= {self.session_timeout_ms})",
+        )
+        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
+        _check(
+            0 <= self.reorder_window_ms < self.threshold_ms,
+            self,
+            "reorder_window_ms",
+            f"must be between 0 and threshold_ms ({self.threshold_ms}), "
+            f"got {self.reorder_window_ms}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FeedConfig:
+    """The synthetic market-data feed (``pricing-ha feed``).
+
+    Attributes:
+        instruments: how many instruments to simulate when ``symbols`` is not set. Default 20.
+        rate_per_instrument_hz: quotes per second per instrument; 0 means as fast as possible.
+            Default 20.0.
+        seed: random seed; the quote sequence is a pure function of it. Default 42.
+        symbols: explicit instrument symbols; when set, ``instruments`` is ignored. Default
+            unset (generated: EURUSD-like pairs, then SYM001, SYM002, ...).
+    """
+
+    instruments: int = 20
+    rate_per_instrument_hz: float = 20.0
+    seed: int = 42
+    symbols: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.instruments <= 100_000, self, "instruments", "must be 1..100000")
+        _check(self.rate_per_instrument_hz >= 0, self, "rate_per_instrument_hz", "must be >= 0")
+        if self.symbols is not None:
+            _check(bool(self.symbols), self, "symbols", "must not be empty when set")
+            _check(all(s.strip() for s in self.symbols), self, "symbols", "blank symbol")
+            _check(len(set(self.symbols)) == len(self.symbols), self, "symbols", "duplicates")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstrumentOverride:
+    """Per-instrument pricing parameters; unset fields fall back to ``[pricing]``.
+
+    Attributes:
+        spread_bps: minimum quoted spread in basis points of mid. Default unset.
+        skew_bps: shift of mid in basis points (positive raises both sides). Default unset.
+        tick_size: price increment, as a decimal (``"0.001"`` or ``0.001``). Default unset.
+    """
+
+    spread_bps: float | None = None
+    skew_bps: float | None = None
+    tick_size: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        if self.spread_bps is not None:
+            _check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
+        if self.skew_bps is not None:
+            _check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
+        if self.tick_size is not None:
+            _check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PricingConfig:
+    """Parameters of the pure pricing function (``pricing_ha.publishing.pricing``).
+
+    Attributes:
+        spread_bps: minimum quoted spread in basis points of mid. Default 2.0.
+        skew_bps: shift of mid in basis points. Default 0.0.
+        tick_size: price increment (bid rounds down, ask up). Default 0.00001.
+        instruments: per-symbol overrides, ``[pricing.instruments.EURUSD]``. Default none.
+    """
+
+    spread_bps: float = 2.0
+    skew_bps: float = 0.0
+    tick_size: Decimal = Decimal("0.00001")
+    instruments: Mapping[str, InstrumentOverride] = field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
+        _check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
+        _check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
+        object.__setattr__(self, "instruments", types.MappingProxyType(dict(self.instruments)))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HealthConfig:
+    """Where long-running processes serve ``/healthz``, ``/readyz`` and ``/metrics``.
+
+    Attributes:
+        host: bind address. Default ``"127.0.0.1"`` (use ``"0.0.0.0"`` in containers).
+        publisher_port: port of ``pricing-ha run``; 0 picks a free port. Default 0.
+        relay_port: port of ``pricing-ha dedupe``; 0 picks a free port. Default 0.
+        subscriber_port: port of ``pricing-ha subscribe``; 0 picks a free port. Default 0.
+    """
+
+    host: str = "127.0.0.1"
+    publisher_port: int = 0
+    relay_port: int = 0
+    subscriber_port: int = 0
+
+    def __post_init__(self) -> None:
+        _check(bool(self.host.strip()), self, "host", "must not be empty")
+        for name in ("publisher_port", "relay_port", "subscriber_port"):
+            port = getattr(self, name)
+            _check(0 <= port <= 65_535, self, name, f"must be 0..65535, got {port}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TelemetryConfig:
+    """OpenTelemetry settings (DESIGN §2, Observability).
+
+    Attributes:
+        az: availability zone reported as ``cloud.availability_zone``. Default ``"local"``.
+        otlp_endpoint: OTLP/HTTP endpoint; ``OTEL_EXPORTER_OTLP_ENDPOINT`` also works. Default
+            unset (traces go to JSON-lines files in ``traces_dir``).
+        traces_dir: directory for local trace files, relative to the working directory.
+            Default ``out/traces``.
+        price_sample_ratio: share of price-path traces (``send``/``process`` spans of price
+            messages) that are sampled, 0..1; leadership and fail-over spans are always
+            recorded. Default 0.01.
+    """
+
+    az: str = "local"
+    otlp_endpoint: str | None = None
+    traces_dir: Path = Path("out/traces")
+    price_sample_ratio: float = 0.01
+
+    def __post_init__(self) -> None:
+        _check(bool(self.az.strip()), self, "az", "must not be empty")
+        _check(
+            0.0 <= self.price_sample_ratio <= 1.0,
+            self,
+            "price_sample_ratio",
+            f"must be between 0 and 1, got {self.price_sample_ratio}",
+        )
+        if self.otlp_endpoint is not None:
+            _check(
+                self.otlp_endpoint.startswith(("http://", "https://")),
+                self,
+                "otlp_endpoint",
+                f"must be an http(s) URL, got {self.otlp_endpoint!r}",
+            )

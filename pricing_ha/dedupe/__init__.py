@@ -1,0 +1,7 @@
+"""Where dedupe happens: arbitration of the two groups' copies, and the relay writing ``prices``.
+
+* :mod:`.arbitration`: first copy of each ``(instrument, seq)`` wins (A/B line arbitration);
+* :mod:`.relay`: ``pricing-ha dedupe``, exclusive owner of each ``prices`` partition;
+* :mod:`.records`: what the relay reads (``prices.raw``, and ``prices`` to rebuild from);
+* :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans).
+"""

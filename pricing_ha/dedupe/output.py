@@ -1,0 +1,310 @@
+"""Where the relay writes: ``prices`` (with trace context, fail-over spans, metrics) and its DLQ.
+
+:class:`RelayOutput` produces each arbitrated emission to ``prices[k]``, after checking, for
+every record at the moment of producing, that this relay still leads k. Each record keeps the
+publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
+
+* traces sampled prices: a raw record whose ``traceparent`` is sampled is offered inside a
+  ``process prices.raw`` span (:meth:`RelayOutput.offer_traced`; its ``pricing_ha.arbitration``
+  says ``emitted``, ``duplicate``, ``held`` or ``not leader``) and its emission gets a
+  ``send prices`` span, whose context replaces the publisher's ``traceparent``;
+* records every switch of publisher as a ``relay.switch {instrument}`` span
+  (:func:`pricing_ha.dedupe.failover_spans.trace_switch`), sampled or not;
+* counts prices relayed, latencies (end-to-end from the source time, and the hop from the
+  publisher) and staleness per batch, and the arbiters' duplicates and gaps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, Message, Producer
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Arbiter, Emission
+from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.dedupe.records import RawPrice
+from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.member.worker import FLUSH_TIMEOUT_S
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import (
+    child_context,
+    end_on_delivery,
+    traceparent_of,
+    with_traceparent,
+)
+from pricing_ha.telemetry.tally import PriceTally
+
+__all__ = ["RelayOutput", "RelayStats"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+
+@dataclass
+class RelayStats:
+    """Counters of one relay member."""
+
+    relayed: int = 0
+    dead_lettered: int = 0
+    not_leader_skips: int = 0
+    delivery_failures: int = 0
+    takeovers: int = 0
+    rebuild_s: list[float] = field(default_factory=list)
+    switches: int = 0
+
+
+class RelayOutput:
+    """The relay's producer and its telemetry (see the module docstring). Worker thread only.
+
+    Args:
+        cfg: the configuration (topics, broker, relay session timeout).
+        member: this relay member's name.
+        raw_group: the consumer group of the relay's ``prices.raw`` positions.
+        leads: whether this relay leads a partition, asked for every record.
+        stats: the member's counters.
+        telemetry: spans and metrics.
+    """
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        member: str,
+        raw_group: str,
+        leads: Callable[[int], bool],
+        *,
+        stats: RelayStats,
+        telemetry: Telemetry,
+    ) -> None:
+        """Create the producer."""
+        self._cfg = cfg
+        self._member = member
+        self._raw_group = raw_group
+        self._leads = leads
+        self.stats = stats
+        self._tracer = telemetry.tracer()
+        self._path = telemetry.price_path()
+        self._metrics = telemetry.metrics
+        self._tally = PriceTally(self._metrics, self._metrics.prices_relayed, stage="relay")
+        self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
+        self._failed: set[int] = set()  # partitions whose output was not acknowledged
+        self._fatal = False
+        self._producer = self._make_producer()
+
+    def _make_producer(self) -> Producer:
+        cfg, member = self._cfg, self._member
+        return Producer(
+            cfg.broker.client_config(
+                defaults={"linger.ms": 1, "log.connection.close": False},
+                required={
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "client.id": f"relay-{member}-prices",
+                    # Output queued before a pause must expire, not land after a takeover:
+                    # the next owner cannot emit before about 0.75 S + T after the pause.
+                    "message.timeout.ms": max(500, cfg.relay.session_timeout_ms),
+                },
+            ),
+            logger=log,
+        )
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            return
+        partition = msg.partition()
+        self.stats.delivery_failures += 1
+        if partition is not None:
+            self._failed.add(partition)
+        if err.fatal():
+            self._fatal = True
+        log.error("relay output to partition %s not delivered: %s", partition, err)
+
+    def _take_failed(self) -> set[int]:
+        failed, self._failed = self._failed, set()
+        if self._fatal:
+            # A fatal producer error (e.g. the idempotent producer fenced after timeouts)
+            # leaves the producer unusable: replace it; the failed partitions start over.
+            log.error("relay producer failed fatally; replacing it")
+            self._producer.flush(0)
+            self._producer = self._make_producer()
+            self._fatal = False
+        return failed
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def track(self, partition: int, arbiter: Arbiter[RawPrice]) -> None:
+        """Start reporting ``arbiter``'s duplicates and gaps (from its current counts)."""
+        self._reported[partition] = (arbiter.duplicates, arbiter.gaps)
+
+    def forget(self, partition: int) -> None:
+        """Stop reporting on ``partition`` (report what is pending first)."""
+        self._reported.pop(partition, None)
+        self._tally.forget_partition(partition)
+
+    # -- producing ----------------------------------------------------------------------------
+
+    def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
+        """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""
+        if not emissions:
+            return True
+        topic = self._cfg.topics.prices
+        now_ns = time.time_ns()
+        relay_ns = str(now_ns).encode()
+        member = self._member.encode()
+        tally = self._tally
+        for e in emissions:
+            if not self._leads(partition):
+                self.stats.not_leader_skips += 1
+                return False
+            item = e.item
+            headers: list[tuple[str, HeaderValue]] = [
+                *item.headers,
+                ("relay", member),
+                ("relay_ns", relay_ns),
+            ]
+            send: Span | None = None
+            if item.trace is None:
+                self._producer.produce(
+                    topic,
+                    key=item.key,
+                    value=item.value,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=self._on_delivery,
+                )
+            else:
+                send = self._path.start_send(
+                    topic,
+                    item.trace,
+                    key=e.instrument,
+                    partition=partition,
+                    attributes={"pricing_ha.seq": e.seq, "pricing_ha.source": e.source},
+                )
+                self._producer.produce(
+                    topic,
+                    key=item.key,
+                    value=item.value,
+                    partition=partition,
+                    headers=with_traceparent(headers, traceparent_of(send)),
+                    on_delivery=self._chain(end_on_delivery(send)),
+                )
+            self.stats.relayed += 1
+            hop_s = (now_ns - item.publish_ns) / 1e9 if item.publish_ns else None
+            tally.add(partition, e.instrument, (now_ns - item.source_ns) / 1e9, hop_s)
+            if e.switched_from is not None:
+                self.stats.switches += 1
+                trace_switch(
+                    self._tracer,
+                    e,
+                    stage="relay",
+                    partition=partition,
+                    observer=self._member,
+                    at_ns=now_ns,
+                    price_span=None if send is None else send.get_span_context(),
+                )
+        return True
+
+    def offer_traced(
+        self,
+        arbiter: Arbiter[RawPrice],
+        partition: int,
+        item: RawPrice,
+        what: tuple[str, int, str],
+        *,
+        parent: Context,
+        now: float,
+    ) -> bool:
+        """Offer one sampled record (instrument, seq, source) and emit, in its process span."""
+        instrument, seq, source = what
+        process = self._path.start_process(
+            self._cfg.topics.raw,
+            parent,
+            partition=partition,
+            offset=item.offset,
+            key=instrument,
+            consumer_group=self._raw_group,
+            attributes={"pricing_ha.seq": seq, "pricing_ha.source": source},
+        )
+        try:
+            item = dataclasses.replace(item, trace=child_context(process))
+            duplicates = arbiter.duplicates
+            emissions = arbiter.offer(instrument, seq, item, source, now)
+            if any(e.item is item for e in emissions):
+                outcome = "emitted"
+            else:
+                outcome = "duplicate" if arbiter.duplicates > duplicates else "held"
+            ok = self.emit(partition, emissions)
+            process.set_attribute("pricing_ha.arbitration", outcome if ok else "not leader")
+            return ok
+        finally:
+            process.end()
+
+    def dead_letter(self, msg: Message, partition: int, offset: int, reason: str) -> None:
+        """Send a malformed raw record to the raw dead-letter topic, with the reason."""
+        self.stats.dead_lettered += 1
+        self._producer.produce(
+            self._cfg.topics.raw_dlq,
+            key=msg.key(),
+            value=msg.value(),
+            partition=partition,
+            headers=[
+                ("reason", reason.encode()),
+                ("source.topic", self._cfg.topics.raw.encode()),
+                ("source.partition", str(partition).encode()),
+                ("source.offset", str(offset).encode()),
+                ("relay", self._member.encode()),
+            ],
+            on_delivery=self._on_delivery,
+        )
+
+    # -- end of a batch -----------------------------------------------------------------------
+
+    def _chain(
+        self, then: Callable[[KafkaError | None, Message], None]
+    ) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            self._on_delivery(err, msg)
+            then(err, msg)
+
+        return delivered
+
+    def flush(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
+        """Wait for every record to be acknowledged, report metrics; return failed partitions."""
+        remaining = self._producer.flush(FLUSH_TIMEOUT_S)
+        self._tally.flush()
+        self.report(arbiters)
+        failed = self._take_failed()
+        if remaining:
+            failed |= set(arbiters)  # not acknowledged in time: nothing may be committed
+        return failed
+
+    def poll(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
+        """Serve delivery callbacks and report metrics, without waiting (idle time)."""
+        self._producer.poll(0)
+        if self._tally.pending:
+            self._tally.flush()
+        self.report(arbiters)
+        return self._take_failed()
+
+    def report(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> None:
+        """Add the arbiters' new duplicates and gaps to the metrics."""
+        metrics = self._metrics
+        for partition, arbiter in arbiters.items():
+            dups, gaps = self._reported.get(partition, (0, 0))
+            if arbiter.duplicates == dups and arbiter.gaps == gaps:
+                continue
+            attrs = {"stage": "relay", "partition": str(partition)}
+            if arbiter.duplicates > dups:
+                metrics.duplicates_dropped.add(arbiter.duplicates - dups, attrs)
+            if arbiter.gaps > gaps:
+                metrics.gaps.add(arbiter.gaps - gaps, attrs)
+            self._reported[partition] = (arbiter.duplicates, arbiter.gaps)
+
+    def close(self) -> None:
+        """Flush what is still queued."""
+        self._producer.flush(FLUSH_TIMEOUT_S)

@@ -1,0 +1,300 @@
+"""Where dedupe happens: the relay (``pricing-ha dedupe``) writes ``prices`` from ``prices.raw``.
+
+Ownership of a partition is **exclusive** (at most one relay emits for it at any instant): the
+relay runs the fast NELI variant in exclusive mode on the NELI topic, in group ``pricing.relay``.
+That gives own-heartbeat fencing, a grace period T after every new assignment, and the stall
+guard that stops a relay which was paused (SIGSTOP) from emitting when it wakes up. Leadership is
+checked for every record at the moment it is produced.
+
+A relay that wakes up from a pause may still hold output it queued before the pause; the output
+producer's ``message.timeout.ms`` (S) makes librdkafka expire such records instead of sending
+them, because the next owner cannot start before S + T after the pause began.
+
+On taking over partition k the relay rebuilds each instrument's high-water mark by reading
+``prices[k]`` itself to its end (found by consuming until idle: no watermarks, no time look-ups,
+no LogAppendTime), so no seq is emitted twice across a fail-over. It then consumes
+``prices.raw[k]`` from its group's committed position, arbitrates (:mod:`.arbitration`)
+and commits the input position only once the output is acknowledged and nothing before it is
+still held in the reorder window. Malformed raw records go to the raw dead-letter topic.
+
+The records read and the rebuild are in :mod:`pricing_ha.dedupe.records`; producing, with the
+relay's telemetry (``process``/``send`` spans of sampled prices, a ``relay.switch`` span per
+switch of publisher, metrics), in :mod:`pricing_ha.dedupe.output`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+
+from neli import Mode, Variant
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.records import (
+    RawPrice,
+    as_bytes,
+    parse_raw,
+    parse_raw_record,
+    rebuild_high_water,
+)
+from pricing_ha.kafka.headers import header_list
+from pricing_ha.member.health import member_health
+from pricing_ha.member.worker import PartitionWorker, WorkerMember, make_neli, serve
+from pricing_ha.publishing.pricing import InvalidPriceError
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import sampled_context
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "RawPrice",
+    "Relay",
+    "RelayStats",
+    "parse_raw",
+    "raw_group_id",
+    "relay_group_id",
+    "serve_relay",
+]
+
+log = logging.getLogger("pricing_ha.relay")
+
+DEFAULT_GROUP = "relay"
+
+
+def relay_group_id(group: str) -> str:
+    """The NELI consumer group of relay group ``group`` (``pricing.relay`` by default)."""
+    return f"pricing.{group}"
+
+
+def raw_group_id(group: str) -> str:
+    """The consumer group holding relay group ``group``'s committed ``prices.raw`` positions."""
+    return f"pricing.{group}.raw"
+
+
+class _RelayWorker(PartitionWorker):
+    def __init__(
+        self,
+        cfg: AppConfig,
+        group: str,
+        member: str,
+        leads: Callable[[int], bool],
+        stats: RelayStats,
+        *,
+        telemetry: Telemetry,
+    ) -> None:
+        broker = cfg.broker
+        base = {"fetch.wait.max.ms": 10, "log.connection.close": False}
+        super().__init__(
+            "relay",
+            Consumer(
+                broker.client_config(
+                    defaults=base,
+                    required={
+                        "group.id": raw_group_id(group),
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "auto.offset.reset": "earliest",
+                        "client.id": f"relay-{member}-raw",
+                    },
+                ),
+                logger=log,
+            ),
+            leads,
+        )
+        self._cfg = cfg
+        self.stats = stats
+        self._window_s = cfg.relay.reorder_window_ms / 1000
+        self._arbiters: dict[int, Arbiter[RawPrice]] = {}
+        self._scan_settings = broker.client_config(
+            defaults=base,
+            required={"group.id": f"relay-scan-{uuid.uuid4().hex}", "enable.auto.commit": False},
+        )
+        self._out = RelayOutput(
+            cfg, member, raw_group_id(group), leads, stats=stats, telemetry=telemetry
+        )
+
+    # -- ownership ----------------------------------------------------------------------------
+
+    def assign(self, partition: int) -> None:
+        """Rebuild high-water marks from ``prices[k]``, then consume ``prices.raw[k]``."""
+        t0 = time.monotonic()
+        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+        marks = rebuild_high_water(self._scan_settings, self._cfg.topics.prices, partition)
+        for instrument, seq in marks.items():
+            arbiter.set_high_water(instrument, seq)
+        self._arbiters[partition] = arbiter
+        self._out.track(partition, arbiter)
+        raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
+        self.consumer.incremental_assign([raw])
+        self.stats.takeovers += 1
+        self.stats.rebuild_s.append(time.monotonic() - t0)
+        log.info("relay took partition %d (rebuilt in %.3f s)", partition, time.monotonic() - t0)
+
+    def unassign(self, partition: int) -> None:
+        """Stop consuming ``prices.raw[k]``; held records are re-read by the next owner."""
+        raw = TopicPartition(self._cfg.topics.raw, partition)
+        self.consumer.incremental_unassign([raw])
+        self._out.report(self._arbiters)
+        self._arbiters.pop(partition, None)
+        self._out.forget(partition)
+
+    def close_clients(self) -> None:
+        """Flush output, then close the input consumer."""
+        self._out.close()
+        self.consumer.close()
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def process(self, batch: list[Message]) -> None:
+        """Arbitrate a batch, emit, flush, commit what is safe to commit."""
+        now = time.monotonic()
+        out = self._out
+        last: dict[int, int] = {}
+        lost: set[int] = set()
+        for msg in batch:
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() is not None or partition is None or offset is None:
+                continue
+            arbiter = self._arbiters.get(partition)
+            if arbiter is None or partition in lost:
+                continue
+            raw_headers = msg.headers()
+            try:
+                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+            except InvalidPriceError as exc:
+                out.dead_letter(msg, partition, offset, exc.reason)
+                last[partition] = offset
+                continue
+            item = RawPrice(
+                offset,
+                as_bytes(msg.key()),
+                as_bytes(msg.value()),
+                header_list(raw_headers),
+                source_ns,
+                publish_ns,
+            )
+            parent = sampled_context(raw_headers)
+            if parent is None:  # the common case: no span objects at all
+                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+            else:
+                what = (instrument, seq, source)
+                ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
+            if not ok:
+                lost.add(partition)
+                continue
+            last[partition] = offset
+        self._expire(now, lost)
+        failed = out.flush(self._arbiters)
+        self._commit(last, lost | failed)
+        for partition in failed:
+            # Output was not acknowledged: start the partition over (rebuild the high-water
+            # marks from prices, re-read prices.raw from the last commit) while still leading.
+            self.drop(partition)
+
+    def idle(self) -> None:
+        """Release records whose reorder window has passed, even with no new input."""
+        lost: set[int] = set()
+        self._expire(time.monotonic(), lost)
+        for partition in lost | self._out.poll(self._arbiters):
+            self.drop(partition)
+
+    def _expire(self, now: float, lost: set[int]) -> None:
+        for partition, arbiter in list(self._arbiters.items()):
+            if partition not in lost and not self._out.emit(partition, arbiter.expire(now)):
+                lost.add(partition)
+
+    def _commit(self, last: dict[int, int], lost: set[int]) -> None:
+        commits = []
+        for partition, offset in last.items():
+            arbiter = self._arbiters.get(partition)
+            if partition in lost or arbiter is None:
+                continue  # the next owner re-reads from the previous commit: nothing is lost
+            held = [item.offset for item in arbiter.held()]
+            upto = min([offset + 1, *held])
+            commits.append(TopicPartition(self._cfg.topics.raw, partition, upto))
+        if commits:
+            self.consumer.commit(offsets=commits, asynchronous=True)
+        for partition in lost:
+            self.drop(partition)
+
+
+class Relay(WorkerMember):
+    """One relay member.
+
+    Args:
+        cfg: the application configuration.
+        member: this member's name.
+        group: the relay group (one per deployment; ``relay`` by default).
+        telemetry: where spans and metrics go (default: nowhere). Its leadership tracing is
+            attached here, before NELI starts.
+    """
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        member: str,
+        group: str = DEFAULT_GROUP,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        """Prepare the member; nothing connects until :meth:`start`."""
+        self.cfg = cfg
+        self.member = member
+        self.stats = RelayStats()
+        r = cfg.relay
+        neli = make_neli(
+            cfg,
+            group_id=relay_group_id(group),
+            member_name=f"relay/{member}",
+            variant=Variant.FAST,
+            mode=Mode.EXCLUSIVE,
+            session_timeout_ms=r.session_timeout_ms,
+            threshold_ms=r.threshold_ms,
+            clock_skew_ms=r.clock_skew_ms,
+            pulse_interval_ms=r.pulse_interval_ms,
+        )
+        tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
+        super().__init__(
+            neli, _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        )
+        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
+            telemetry.observe_neli(neli)
+
+
+async def serve_relay(
+    cfg: AppConfig,
+    member: str,
+    group: str = DEFAULT_GROUP,
+    stop: asyncio.Event | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+    health_file: Path | None = None,
+) -> None:
+    """Run one relay member until SIGTERM/SIGINT (or ``stop``), then hand over cleanly.
+
+    With ``telemetry``, the member is traced and measured, and serves ``/healthz``, ``/readyz``
+    and ``/metrics`` on ``[health] host`` and ``relay_port`` (its URL is logged, and written
+    as JSON to ``health_file`` if given).
+    """
+    relay = Relay(cfg, member, group, telemetry)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if telemetry is not None:
+                await stack.enter_async_context(
+                    member_health(
+                        cfg,
+                        "relay",
+                        telemetry,
+                        member_ready=relay.readiness,
+                        health_file=health_file,
+                    )
+                )
+            await serve(relay, f"relay {member} ({relay_group_id(group)})", stop)
+    finally:
+        log.info("relay %s: %s", member, relay.stats)

@@ -1,0 +1,1 @@
+"""Market data for ``md.quotes``: synthetic and CSV quote sources, and the producing loop."""

@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by every role: record headers, the partitioner, the topic layout."""

@@ -1,0 +1,5 @@
+"""Local and demo tooling, never needed in production.
+
+The embedded broker, a local cluster of OS processes, the demo and its verdict, the NELI probe
+and the trace viewer. Production code never imports this package (a layering test checks).
+"""

@@ -1,0 +1,292 @@
+"""``pricing-ha demo``: the whole system on one machine, with injected fail-overs and a verdict.
+
+Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C or failure) the
+embedded broker (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
+x2, a verifying subscriber and the feed. While the feed runs it injects, on a schedule scaled to
+the duration: a P1 member SIGKILL, the loss of all of P2 and its restart, a SIGKILL of the
+active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it compares the feed's own record
+of what it produced with what ``prices`` carries, per instrument, and passes only if nothing was
+lost, duplicated or reordered.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import orjson
+
+from pricing_ha.dedupe.relay import relay_group_id
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster, wait_for
+from pricing_ha.local.demo_view import LiveView
+from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.verdict import Verdict, judge
+from pricing_ha.publishing.publisher import neli_group_id
+
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+@dataclass
+class DemoOptions:
+    """What the demo runs."""
+
+    bootstrap: str | None = None
+    duration_s: float = 45.0
+    instruments: int = 20
+    rate_hz: float = 10.0
+    partitions: int = 4
+    session_ms: int = 3000
+    workdir: Path | None = None
+    live: bool = True
+
+
+@dataclass
+class DemoResult:
+    """What the demo found."""
+
+    verdict: Verdict
+    subscriber: dict[str, object]
+    events: list[str] = field(default_factory=list)
+    workdir: Path = Path()
+
+    @property
+    def ok(self) -> bool:
+        """The data verdict and the independent subscriber both found nothing wrong."""
+        return self.verdict.ok and bool(self.subscriber.get("ok"))
+
+
+class _Run:
+    def __init__(self, cluster: PricingCluster, view: LiveView, out: Callable[[str], None]):
+        self.cluster = cluster
+        self.view = view
+        self.out = out
+        self.events: list[str] = []
+        self.t0 = time.monotonic()
+
+    def note(self, text: str) -> None:
+        stamp = f"t={time.monotonic() - self.t0:5.1f}s {text}"
+        self.events.append(stamp)
+        self.out(f"  >> {stamp}")
+
+    def kill(self, name: str) -> None:
+        self.cluster.members[name].kill()
+        self.note(f"SIGKILL {name}")
+
+    def schedule(self, duration: float, s: float) -> list[tuple[float, str, Callable[[], None]]]:
+        c = self.cluster
+
+        def kill_active_relay() -> None:
+            active = self.view.active_relay() or "r1"
+            self.kill(f"relay-{active}")
+
+        def pause_p1() -> None:
+            c.members["p1-b"].pause()
+            self.note(f"SIGSTOP p1-b (for {2 * s:.0f} s)")
+
+        def resume_p1() -> None:
+            c.members["p1-b"].resume()
+            self.note("SIGCONT p1-b")
+
+        def restart_p2() -> None:
+            c.publisher("p2", "c")
+            c.publisher("p2", "d")
+            self.note("AZ b back: started p2-c, p2-d")
+
+        def lose_p2() -> None:
+            c.members["p2-a"].kill()
+            c.members["p2-b"].kill()
+            self.note("AZ b lost: SIGKILL p2-a and p2-b")
+
+        def new_relay() -> None:
+            c.relay("r3")
+            self.note("started relay r3")
+
+        def new_p1() -> None:
+            c.publisher("p1", "c")
+            self.note("started p1-c")
+
+        return sorted(
+            [
+                (0.12 * duration, "kill p1-a", lambda: self.kill("p1-a")),
+                (0.22 * duration, "new p1", new_p1),
+                (0.30 * duration, "lose p2", lose_p2),
+                (0.30 * duration + 2 * s, "restart p2", restart_p2),
+                (0.55 * duration, "kill relay", kill_active_relay),
+                (0.55 * duration + 2 * s, "new relay", new_relay),
+                (0.75 * duration, "pause p1", pause_p1),
+                (0.75 * duration + 2 * s, "resume p1", resume_p1),
+            ],
+            key=lambda a: a[0],
+        )
+
+
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop processes
+
+
+def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoResult:
+    """Run the demo and return its verdict."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = None if options.bootstrap else EmbeddedBroker()
+    try:
+        if broker is not None:
+            broker.start()
+            out(f"embedded broker (Tansu) on {broker.bootstrap}, pid {broker.pid}")
+        bootstrap = options.bootstrap or (broker.bootstrap if broker else "")
+        with ProcessGroup(workdir / "logs") as procs:
+            cluster = PricingCluster(
+                procs,
+                bootstrap,
+                workdir,
+                partitions=options.partitions,
+                session_ms=options.session_ms,
+                # Every process writes its spans here (JSON lines) unless OTLP is configured.
+                env={"PRICING_HA__TELEMETRY__TRACES_DIR": str(workdir / "traces")},
+            )
+            return _drive(cluster, options, workdir, out)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def _drive(
+    cluster: PricingCluster, options: DemoOptions, workdir: Path, out: Callable[[str], None]
+) -> DemoResult:
+    s = options.session_ms / 1000
+    cluster.create_topics()
+    out(f"topics created ({options.partitions} partitions each); work dir {workdir}")
+    for g in ("p1", "p2"):
+        cluster.publisher(g, "a")
+        cluster.publisher(g, "b")
+    cluster.relay("r1")
+    cluster.relay("r2")
+    view = LiveView(
+        cluster.bootstrap, cluster.topics["neli"], cluster.topics["prices"], cluster.partitions
+    )
+    groups = {
+        "P1/a": neli_group_id(cluster.group("p1")),
+        "P2/b": neli_group_id(cluster.group("p2")),
+        "relay": relay_group_id(cluster.group("relay")),
+    }
+    run = _Run(cluster, view, out)
+    try:
+        every = set(range(cluster.partitions))
+        wait_for(
+            lambda: all(
+                {p for p, ms in view.leaders(g).items() if ms} == every for g in groups.values()
+            ),
+            90,
+            "P1, P2 and the relays to lead every partition",
+        )
+        run.note("every group leads every partition")
+        summary_path = workdir / "subscriber-summary.json"
+        subscriber = cluster.cli(
+            "subscriber", "subscribe", "--from-beginning", f"--summary-out={summary_path}"
+        )
+        feed = cluster.feed(
+            instruments=options.instruments, rate=options.rate_hz, duration=options.duration_s
+        )
+        run.note(f"feed: {options.instruments} instruments at {options.rate_hz:g} Hz")
+        feed_t0 = time.monotonic()
+        actions = run.schedule(options.duration_s, s)
+        tty = sys.stdout.isatty() and options.live
+        next_print = 0.0
+        while feed.alive():
+            elapsed = time.monotonic() - feed_t0
+            while actions and actions[0][0] <= elapsed:
+                actions.pop(0)[2]()
+            if options.live and time.monotonic() >= next_print:
+                text = view.render(groups, time.monotonic() - run.t0, run.events)
+                out(f"{_CLEAR}{text}" if tty else text)
+                next_print = time.monotonic() + (0.5 if tty else 5.0)
+            time.sleep(0.1)
+        for _, _, action in actions:  # a feed that ended early still gets every fault
+            action()
+        if feed.wait(10) != 0:
+            raise RuntimeError(f"the feed failed:\n{feed.log_tail()}")
+        expected = cluster.expected()
+        run.note("feed finished; waiting for prices to drain")
+        try:
+            wait_for(lambda: judge(expected, cluster.read("prices", idle_s=0.5)).ok, 90, "prices")
+        except AssertionError:
+            run.note("prices did not become complete within 90 s")
+        time.sleep(1.0)  # let the subscriber read the tail before it is stopped
+        subscriber.terminate()
+        subscriber.wait(30)
+        sub = _load(summary_path)
+        verdict = judge(expected, cluster.read("prices"))
+    finally:
+        view.close()
+    _report(verdict, sub, run, workdir, out)
+    return DemoResult(verdict, sub, run.events, workdir)
+
+
+def _load(path: Path) -> dict[str, object]:
+    try:
+        return dict(orjson.loads(path.read_bytes()))
+    except (OSError, orjson.JSONDecodeError):
+        return {"ok": False, "error": f"no subscriber summary at {path}"}
+
+
+def _show_traces(workdir: Path, out: Callable[[str], None]) -> None:
+    """Render the run's fail-overs from the span files; print where the chart and tree are."""
+    from pricing_ha.local.traces_view import traces_main
+
+    spans = workdir / "traces"
+    if not spans.is_dir():
+        out("no span files were written (OTLP export configured?)")
+        return
+    lines: list[str] = []
+    try:
+        html = traces_main(spans, workdir / "leadership.html", echo=lines.append)
+    except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the chart
+        out(f"could not render the traces: {exc!r}")
+        return
+    tree = workdir / "failovers.txt"
+    tree.write_text("\n".join(lines) + "\n")
+    out(f"fail-over traces: {tree} (tree), {html} (leadership timeline chart)")
+    out(f"  re-render any time with: pricing-ha traces {spans} --out {html}")
+
+
+def _report(
+    verdict: Verdict,
+    sub: dict[str, object],
+    run: _Run,
+    workdir: Path,
+    out: Callable[[str], None],
+) -> None:
+    out("")
+    out("faults injected:")
+    for e in run.events:
+        out(f"  {e}")
+    out("")
+    out("per instrument, feed vs prices:")
+    out(verdict.render())
+    out("")
+    out(
+        f"independent subscriber: ok={sub.get('ok')} duplicates={sub.get('duplicates')} "
+        f"gaps={sub.get('gaps')} max silence={sub.get('max_silence_s')}"
+    )
+    out(f"logs and summaries: {workdir}")
+    _show_traces(workdir, out)
+    ok = verdict.ok and bool(sub.get("ok"))
+    out(
+        "VERDICT: "
+        + (
+            "OK - every price delivered exactly once, in order"
+            if ok
+            else "FAILED - see the rows above"
+        )
+        + f" (longest silence {verdict.longest_silence_s:.2f} s)"
+    )

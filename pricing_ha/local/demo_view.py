@@ -1,0 +1,149 @@
+"""The demo's live view: reads the NELI topic and ``prices`` as they are written.
+
+A background thread keeps, per NELI member, its latest heartbeat (so: who leads what, in every
+group, as each member reports it) and, per instrument, what arrived on ``prices`` (count, last
+seq, duplicates, gaps, last arrival, and which relay wrote it). :meth:`LiveView.render` draws it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+from neli import Heartbeat, HeartbeatDecodeError
+from pricing_ha.kafka.headers import header_dict
+
+
+@dataclass
+class _Line:
+    count: int = 0
+    last_seq: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+    last_arrival: float = 0.0
+    relay: str = ""
+
+
+class LiveView:
+    """Follows ``neli_topic`` (from its end) and ``prices_topic`` (from the beginning)."""
+
+    def __init__(self, bootstrap: str, neli_topic: str, prices_topic: str, partitions: int) -> None:
+        """Start following; call :meth:`close` when done."""
+        self.partitions = partitions
+        self._lock = threading.Lock()
+        self._members: dict[str, Heartbeat] = {}
+        self._lines: dict[str, _Line] = {}
+        self._relayed = 0
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"demo-view-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 20,
+                "log.connection.close": False,
+            }
+        )
+        self._neli_topic, self._prices_topic = neli_topic, prices_topic
+        self._consumer.assign(
+            [TopicPartition(neli_topic, p, OFFSET_END) for p in range(partitions)]
+            + [TopicPartition(prices_topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
+        self._thread = threading.Thread(target=self._run, name="demo-view", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop following."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for msg in self._consumer.consume(500, 0.1):
+                    if msg.error() is not None:
+                        continue
+                    if msg.topic() == self._neli_topic:
+                        self._on_heartbeat(msg.value())
+                    else:
+                        self._on_price(msg.key(), header_dict(msg.headers()))
+        finally:
+            self._consumer.close()
+
+    def _on_heartbeat(self, value: str | bytes | None) -> None:
+        try:
+            hb = Heartbeat.decode(value.encode() if isinstance(value, str) else value)
+        except HeartbeatDecodeError:
+            return
+        with self._lock:
+            seen = self._members.get(hb.member_id)
+            if seen is None or hb.sent_wall >= seen.sent_wall:
+                self._members[hb.member_id] = hb
+
+    def _on_price(self, key: str | bytes | None, headers: dict[str, str]) -> None:
+        if key is None or "seq" not in headers:
+            return
+        instrument = key.decode() if isinstance(key, bytes) else key
+        seq = int(headers["seq"])
+        with self._lock:
+            self._relayed += 1
+            line = self._lines.setdefault(instrument, _Line())
+            if seq <= line.last_seq:
+                line.duplicates += 1
+                return
+            if line.last_seq and seq > line.last_seq + 1:
+                line.gaps += seq - line.last_seq - 1
+            line.count += 1
+            line.last_seq = seq
+            line.last_arrival = time.monotonic()
+            line.relay = headers.get("relay", "")
+
+    def active_relay(self) -> str | None:
+        """The relay member that wrote the most recent price."""
+        with self._lock:
+            lines = [ln for ln in self._lines.values() if ln.relay]
+            return max(lines, key=lambda ln: ln.last_arrival).relay if lines else None
+
+    def leaders(self, group: str) -> dict[int, list[str]]:
+        """Partition -> members of ``group`` (NELI group id) that report leading it now."""
+        now = time.time()
+        out: dict[int, list[str]] = {p: [] for p in range(self.partitions)}
+        with self._lock:
+            for hb in self._members.values():
+                if hb.group == group and now - hb.sent_wall < 2.0:
+                    for p in hb.led:
+                        out.setdefault(p, []).append(hb.member_name.split("/")[-1])
+        return out
+
+    def render(self, groups: dict[str, str], elapsed: float, events: list[str]) -> str:
+        """The view as text: leadership per group, then the instruments on ``prices``."""
+        lines = [f"pricing-ha demo  t = {elapsed:5.1f} s"]
+        for label, group in groups.items():
+            cells = [
+                f"p{p}:{'+'.join(sorted(ms)) or '-':<7}" for p, ms in self.leaders(group).items()
+            ]
+            lines.append(f"  {label:<6} {' '.join(cells)}")
+        now = time.monotonic()
+        with self._lock:
+            items = sorted(self._lines.items())
+            relayed = self._relayed
+        dups = sum(ln.duplicates for _, ln in items)
+        gaps = sum(ln.gaps for _, ln in items)
+        lines.append(
+            f"  prices: {relayed} records, {len(items)} instruments, duplicates {dups}, gaps {gaps}"
+        )
+        row = []
+        for name, ln in items:
+            stale = now - ln.last_arrival if ln.last_arrival else float("nan")
+            row.append(f"{name}:{ln.last_seq}({stale:3.1f}s)")
+            if len(row) == 5:
+                lines.append("   " + "  ".join(row))
+                row = []
+        if row:
+            lines.append("   " + "  ".join(row))
+        lines.extend(f"  > {e}" for e in events[-6:])
+        return "\n".join(lines)

@@ -1,0 +1,225 @@
+"""The leadership timeline of ``pricing-ha traces``: one self-contained HTML page, inline SVG.
+
+One chart per NELI group; one row per partition, split into a lane per member that led it, so
+that the overlaps of non-exclusive hand-overs show. A term is a bar from its gain to its loss;
+a term that never ended (its process was killed) is hatched and runs to the successor's
+acquisition that links to it, or to its process's last span. Hovering a bar shows the member, the
+times and the reasons. Publisher switches seen by the relay get a chart of their own (a mark
+per switch, per partition, coloured by the group switched to). No external assets.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+from pricing_ha.local.traces_view import Switch, Term, TraceSet
+
+__all__ = ["render_html"]
+
+_WIDTH = 1100
+_LEFT = 120
+_RIGHT = 20
+_LANE = 14
+_ROW_PAD = 8
+_AXIS = 28
+_PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
+svg text { font-size: 11px; fill: #333; }
+.legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
+.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
+            vertical-align: -2px; }
+.note { color: #666; font-size: 12px; }
+"""
+
+
+class _Scale:
+    def __init__(self, t0: int, t1: int) -> None:
+        self.t0 = t0
+        self.span = max(int((t1 - t0) * 1.03), 1)  # a margin: the last terms stay visible
+        self.width = _WIDTH - _LEFT - _RIGHT
+
+    def x(self, ns: int) -> float:
+        return _LEFT + (ns - self.t0) / self.span * self.width
+
+    def ticks(self) -> list[tuple[float, str]]:
+        seconds = self.span / 1e9
+        raw = seconds / 10
+        mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+        step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+        out = []
+        k = 0
+        while k * step <= seconds + 1e-9:
+            out.append((_LEFT + k * step / seconds * self.width, f"+{k * step:g} s"))
+            k += 1
+        return out
+
+
+def _axis(scale: _Scale, y: float, height: float) -> list[str]:
+    parts = []
+    for x, label in scale.ticks():
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{_AXIS - 6}" x2="{x:.1f}" y2="{y + height:.1f}" '
+            'stroke="#ddd" />'
+        )
+        parts.append(f'<text x="{x:.1f}" y="{_AXIS - 10}" text-anchor="middle">{label}</text>')
+    return parts
+
+
+def _hatch(color: str, pid: str) -> str:
+    return (
+        f'<pattern id="{pid}" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{color}" '
+        f'opacity="0.35"/><line x1="0" y1="0" x2="0" y2="6" stroke="{color}" '
+        'stroke-width="3"/></pattern>'
+    )
+
+
+def _term_title(term: Term, scale: _Scale, end: int) -> str:
+    def rel(ns: int) -> str:
+        return f"+{(ns - scale.t0) / 1e9:.3f} s"
+
+    ended = (
+        f"{term.end_kind} at {rel(end)} ({term.end_reason})"
+        if not term.open
+        else f"no end recorded (drawn to {rel(end)})"
+    )
+    return html.escape(
+        f"{term.member} ({term.member_id}) leads partition {term.partition}\n"
+        f"{term.start_kind} at {rel(term.start_ns)}; {ended}"
+    )
+
+
+def _group_chart(group: str, group_terms: list[Term], scale: _Scale, gid: int) -> str:
+    members: dict[str, int] = {}
+    for t in group_terms:
+        members.setdefault(t.member_id, len(members))
+    rows: dict[int, list[str]] = {}
+    for t in group_terms:
+        lanes = rows.setdefault(t.partition, [])
+        if t.member_id not in lanes:
+            lanes.append(t.member_id)
+    parts: list[str] = []
+    defs = [
+        _hatch(_PALETTE[i % len(_PALETTE)], f"h{gid}-{i}")
+        for i in range(len(members))  # one hatch per member colour
+    ]
+    y = float(_AXIS)
+    for partition in sorted(rows):
+        lanes = rows[partition]
+        height = len(lanes) * _LANE + _ROW_PAD
+        parts.append(
+            f'<rect x="{_LEFT}" y="{y:.1f}" width="{scale.width}" height="{height}" '
+            f'fill="{"#f7f7f7" if partition % 2 else "#fff"}" />'
+        )
+        parts.append(
+            f'<text x="{_LEFT - 8}" y="{y + height / 2 + 4:.1f}" text-anchor="end">'
+            f"partition {partition}</text>"
+        )
+        for t in (t for t in group_terms if t.partition == partition):
+            lane = lanes.index(t.member_id)
+            color_index = members[t.member_id] % len(_PALETTE)
+            end = t.drawn_end_ns
+            x0, x1 = scale.x(t.start_ns), scale.x(max(end, t.start_ns))
+            fill = f"url(#h{gid}-{color_index})" if t.open else _PALETTE[color_index]
+            parts.append(
+                f'<rect x="{x0:.1f}" y="{y + _ROW_PAD / 2 + lane * _LANE:.1f}" '
+                f'width="{max(x1 - x0, 1.5):.1f}" height="{_LANE - 3}" fill="{fill}" '
+                f'data-member="{html.escape(t.member)}" data-partition="{partition}">'
+                f"<title>{_term_title(t, scale, end)}</title></rect>"
+            )
+        y += height
+    svg_height = y + 6
+    names = {t.member_id: t.member for t in group_terms}
+    legend = "".join(
+        f'<span><i style="background:{_PALETTE[i % len(_PALETTE)]}"></i>'
+        f"{html.escape(names[m])}</span>"
+        for m, i in members.items()
+    )
+    return (
+        f"<h2>NELI group {html.escape(group)}</h2>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{svg_height:.0f}" '
+        f'data-group="{html.escape(group)}"><defs>{"".join(defs)}</defs>'
+        + "".join(_axis(scale, _AXIS, y - _AXIS))
+        + "".join(parts)
+        + f'</svg><div class="legend">{legend}</div>'
+    )
+
+
+def _switch_chart(moves: Sequence[Switch], scale: _Scale) -> str:
+    partitions = sorted({w.partition for w in moves if w.partition is not None})
+    groups: dict[str, int] = {}
+    for w in moves:
+        groups.setdefault(w.source_to.rsplit("/", 1)[0], len(groups))
+    y = float(_AXIS)
+    parts: list[str] = []
+    row_y: dict[int, float] = {}
+    for p in partitions:
+        row_y[p] = y
+        parts.append(
+            f'<text x="{_LEFT - 8}" y="{y + 12:.1f}" text-anchor="end">partition {p}</text>'
+        )
+        y += _LANE + _ROW_PAD
+    for w in moves:
+        if w.partition is None:
+            continue
+        x, top = scale.x(w.at_ns), row_y[w.partition]
+        color = _PALETTE[groups[w.source_to.rsplit("/", 1)[0]] % len(_PALETTE)]
+        title = html.escape(
+            f"{w.stage}: {w.instrument}: {w.source_from} -> {w.source_to}\n"
+            f"silence {w.silence_s * 1000:.0f} ms, gap {w.gap_seq} seq, "
+            f"{w.duplicates_dropped} duplicates dropped"
+        )
+        parts.append(
+            f'<path d="M{x:.1f},{top + 2:.1f} l5,{_LANE - 2} l-10,0 z" fill="{color}" '
+            f'data-instrument="{html.escape(w.instrument)}"><title>{title}</title></path>'
+        )
+    legend = "".join(
+        f'<span><i style="background:{_PALETTE[i % len(_PALETTE)]}"></i>to {html.escape(g)}</span>'
+        for g, i in groups.items()
+    )
+    return (
+        "<h2>Publisher switches seen by the relay (and subscribers in direct mode)</h2>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{y + 6:.0f}">'
+        + "".join(_axis(scale, _AXIS, y - _AXIS))
+        + "".join(parts)
+        + f'</svg><div class="legend">{legend}</div>'
+    )
+
+
+def render_html(
+    traces: TraceSet, all_terms: list[Term], moves: Sequence[Switch], *, source: str
+) -> str:
+    """The whole page (see the module docstring)."""
+    scale = _Scale(traces.origin_ns, traces.end_ns)
+    by_group: dict[str, list[Term]] = {}
+    for t in all_terms:
+        by_group.setdefault(t.group, []).append(t)
+    charts = [_group_chart(g, by_group[g], scale, i) for i, g in enumerate(sorted(by_group))]
+    if moves:
+        charts.append(_switch_chart(moves, scale))
+    if not charts:
+        charts.append("<p>No leadership spans found.</p>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Leadership timeline</title><style>{_STYLE}</style></head><body>"
+        "<h1>Leadership timeline</h1>"
+        f'<p class="note">{len(traces.spans)} spans from {len(traces.files)} file(s) in '
+        f"{html.escape(source)}. Hatched bars: terms with no recorded end (the process was "
+        "killed while leading); they run to the successor's takeover, or to the process's "
+        "last span.</p>" + "".join(charts) + "</body></html>\n"
+    )

@@ -1,0 +1,6 @@
+"""Where prices are computed and published: groups P1 and P2.
+
+* :mod:`.quotes`: the ``md.quotes`` wire format, validation and sequence checks;
+* :mod:`.pricing`: the pure, deterministic pricing function and the canonical price bytes;
+* :mod:`.publisher`: one member of a publishing group (``pricing-ha run --group p1``).
+"""

@@ -1,0 +1,394 @@
+"""Where prices are published: one member of a publishing group (``pricing-ha run --group p1``).
+
+The member runs full NELI in non-exclusive mode on the shared NELI topic, in its group's own
+consumer group (``pricing.<group>``). For every NELI partition k it leads, it consumes
+``md.quotes[k]``, prices each quote (a pure function, :mod:`.pricing`) and produces
+the canonical bytes to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the
+reason. Quote positions are committed to the group's quote consumer group
+(``pricing.<group>.quotes``) only after everything produced for them is acknowledged, so the
+next leader of k resumes exactly there and never skips a quote (it may re-send a few, which are
+duplicates the relay drops).
+
+Leadership is checked with :meth:`neli.Neli.leads` for every quote at the moment of producing,
+never from a cached flag. All Kafka work on quotes happens in one worker thread; the NELI
+barrier makes a revocation wait until that thread has finished, flushed and committed its
+in-flight batch.
+
+Telemetry (:mod:`pricing_ha.telemetry`): a quote whose headers carry a sampled W3C
+``traceparent`` (the feed sampled it) gets a ``process md.quotes`` span and its price a
+``send prices.raw`` span, whose context travels on in the price's headers; other quotes create
+no span. Prices published, end-to-end latency and per-instrument staleness are counted per
+batch; leadership spans and metrics come from :meth:`~pricing_ha.telemetry.Telemetry.observe_neli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
+from opentelemetry.trace import Span, Status, StatusCode
+
+from neli import Mode, Variant
+from pricing_ha.config import AppConfig
+from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.member.health import member_health
+from pricing_ha.member.worker import (
+    FLUSH_TIMEOUT_S,
+    PartitionWorker,
+    WorkerMember,
+    make_neli,
+    serve,
+)
+from pricing_ha.publishing.pricing import ParamsBook, encode_price
+from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import (
+    TRACEPARENT,
+    child_context,
+    end_on_delivery,
+    sampled_context,
+    traceparent_of,
+)
+from pricing_ha.telemetry.tally import PriceTally
+
+log = logging.getLogger("pricing_ha.publisher")
+
+#: librdkafka's per-record delivery deadline for prices (its default is 300 s).
+MESSAGE_TIMEOUT_MS = int(FLUSH_TIMEOUT_S * 1000 * 2 / 3)
+
+
+def neli_group_id(group: str) -> str:
+    """The NELI consumer group of publishing group ``group``."""
+    return f"pricing.{group}"
+
+
+def quotes_group_id(group: str) -> str:
+    """The consumer group holding publishing group ``group``'s committed quote positions."""
+    return f"pricing.{group}.quotes"
+
+
+@dataclass
+class PublisherStats:
+    """Counters of one member (read by status and metrics)."""
+
+    priced: int = 0
+    dead_lettered: int = 0
+    not_leader_skips: int = 0
+    delivery_failures: int = 0  # records the broker refused or that expired
+    flush_timeouts: int = 0  # batches replayed because output was still unacknowledged
+    seq_gaps: int = 0
+    per_partition: dict[int, int] = field(default_factory=dict)
+
+
+class _QuoteWorker(PartitionWorker):
+    """Consumes quotes, prices them, produces prices and commits, in one thread."""
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        group: str,
+        member: str,
+        leads: Callable[[int], bool],
+        stats: PublisherStats,
+        *,
+        telemetry: Telemetry,
+    ) -> None:
+        broker = cfg.broker
+        super().__init__(
+            f"quotes-{group}",
+            Consumer(
+                broker.client_config(
+                    defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                    required={
+                        "group.id": quotes_group_id(group),
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        # A group's first leader starts from the beginning: nothing is skipped.
+                        "auto.offset.reset": "earliest",
+                        "client.id": f"{member}-quotes",
+                    },
+                ),
+                logger=log,
+            ),
+            leads,
+        )
+        self._cfg = cfg
+        self._group = group
+        self._member = member
+        self.stats = stats
+        self._book = ParamsBook.from_config(cfg.pricing)
+        self._guards: dict[int, SequenceGuard] = {}
+        self._path = telemetry.price_path()
+        self._consumer_group = quotes_group_id(group)
+        metrics = telemetry.metrics
+        self._tally = PriceTally(
+            metrics, metrics.prices_published, stage="publish", attributes={"group": group}
+        )
+        self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
+        self._producer = Producer(
+            broker.client_config(
+                defaults={
+                    "linger.ms": 1,
+                    "log.connection.close": False,
+                    # Below the flush timeout, so every record of a batch is acknowledged or
+                    # failed (its callback run) before the batch's positions are committed.
+                    "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                },
+                required={
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "partitioner": "murmur2_random",
+                    "client.id": f"{member}-prices",
+                },
+            ),
+            logger=log,
+        )
+
+    def assign(self, partition: int) -> None:
+        """Consume ``md.quotes[partition]`` from the group's committed position."""
+        self._guards[partition] = SequenceGuard()
+        tp = TopicPartition(self._cfg.topics.quotes, partition, OFFSET_INVALID)
+        self.consumer.incremental_assign([tp])
+
+    def unassign(self, partition: int) -> None:
+        """Stop consuming ``md.quotes[partition]``."""
+        self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.quotes, partition)])
+        self._guards.pop(partition, None)
+        self._tally.forget_partition(partition)
+
+    def close_clients(self) -> None:
+        """Flush prices, then close the quote consumer."""
+        self._producer.flush(FLUSH_TIMEOUT_S)
+        self.consumer.close()
+
+    def process(self, batch: list[Message]) -> None:
+        """Price a batch, flush, and commit the quote positions whose output was acknowledged."""
+        topics = self._cfg.topics
+        first: dict[int, int] = {}  # partition -> first offset handled
+        done: dict[int, int] = {}  # partition -> last offset handled
+        skipped: set[int] = set()
+        for msg in batch:
+            err = msg.error()
+            partition = msg.partition()
+            if err is not None or partition is None:
+                log.warning("quote consumer: %s", err)
+                continue
+            if partition not in self.active or partition in skipped:
+                continue
+            if not self.leads(partition):
+                # Leadership ended between two quotes: stop at once. The position is not
+                # committed past this quote, so whoever leads next starts from here.
+                self.stats.not_leader_skips += 1
+                skipped.add(partition)
+                continue
+            self._handle(msg, partition)
+            offset = msg.offset()
+            if offset is not None:
+                first.setdefault(partition, offset)
+                done[partition] = offset
+        if self._producer.flush(FLUSH_TIMEOUT_S):
+            # Some output is still unacknowledged: its delivery callbacks have not run, so a
+            # failure would not be seen. Nothing of this batch may be committed; replay it.
+            self.stats.flush_timeouts += 1
+            log.error("prices not acknowledged within %.0f s; replaying", FLUSH_TIMEOUT_S)
+            for partition, offset in first.items():
+                prev = self._failed.get(partition)
+                self._failed[partition] = offset if prev is None else min(prev, offset)
+        self._tally.flush()
+        commits = []
+        for partition, last in done.items():
+            failed_at = self._failed.pop(partition, None)
+            if failed_at is not None:
+                # Output failed: replay from the first failed quote (duplicates are harmless).
+                self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
+                self._guards[partition] = SequenceGuard()
+                if failed_at > 0:
+                    commits.append(TopicPartition(topics.quotes, partition, failed_at))
+                continue
+            commits.append(TopicPartition(topics.quotes, partition, last + 1))
+        for partition in skipped:
+            self.drop(partition)  # resumed from the committed position once led again
+        if commits:
+            self.consumer.commit(offsets=commits, asynchronous=True)
+
+    def _handle(self, msg: Message, partition: int) -> None:
+        topics = self._cfg.topics
+        offset = msg.offset() or 0
+        on_delivery = self._delivery_callback(partition, offset)
+        parent = sampled_context(msg.headers())
+        if parent is None:  # the common case: no span objects at all
+            self._price(msg, partition, offset, on_delivery, None)
+            return
+        key = msg.key()
+        process = self._path.start_process(
+            topics.quotes,
+            parent,
+            partition=partition,
+            offset=offset,
+            key=key.decode("utf-8", "replace") if isinstance(key, bytes) else "",
+            consumer_group=self._consumer_group,
+        )
+        try:
+            self._price(msg, partition, offset, on_delivery, process)
+        finally:
+            process.end()
+
+    def _price(
+        self,
+        msg: Message,
+        partition: int,
+        offset: int,
+        on_delivery: Callable[[KafkaError | None, Message], None],
+        process: Span | None,
+    ) -> None:
+        topics = self._cfg.topics
+        try:
+            quote = parse_quote(msg.value(), msg.key())
+            check = self._guards[partition].check(quote.instrument, quote.seq)
+            if not check.ok:
+                raise InvalidQuoteError(check.reason or "bad sequence")
+            self.stats.seq_gaps += check.gap
+            price = self._book.price(quote)
+        except InvalidQuoteError as exc:
+            if process is not None:
+                process.set_status(Status(StatusCode.ERROR, exc.reason))
+                process.set_attribute("pricing_ha.dead_letter.reason", exc.reason)
+            self.stats.dead_lettered += 1
+            self._producer.produce(
+                topics.dlq,
+                key=msg.key(),
+                value=msg.value(),
+                partition=partition,
+                headers=[
+                    ("reason", exc.reason.encode()),
+                    ("source.topic", topics.quotes.encode()),
+                    ("source.partition", str(partition).encode()),
+                    ("source.offset", str(offset).encode()),
+                    ("group", self._group.encode()),
+                    ("member", self._member.encode()),
+                ],
+                on_delivery=on_delivery,
+            )
+            return
+        now_ns = time.time_ns()
+        headers: list[tuple[str, HeaderValue]] = [
+            ("seq", str(price.seq).encode()),
+            ("group", self._group.encode()),
+            ("member", self._member.encode()),
+            ("publish_ns", str(now_ns).encode()),
+        ]
+        if process is not None:
+            process.set_attribute("pricing_ha.seq", price.seq)
+            send = self._path.start_send(
+                topics.raw,
+                child_context(process),
+                key=quote.instrument,
+                partition=partition,
+                attributes={"pricing_ha.seq": price.seq},
+            )
+            headers.append((TRACEPARENT, traceparent_of(send)))
+            on_delivery = end_on_delivery(send, on_delivery)
+        self._producer.produce(
+            topics.raw,
+            key=quote.instrument.encode(),
+            value=encode_price(price),
+            partition=partition,
+            headers=headers,
+            on_delivery=on_delivery,
+        )
+        self._tally.add(partition, quote.instrument, (now_ns - quote.source_time_ns) / 1e9, None)
+        self.stats.priced += 1
+        self.stats.per_partition[partition] = self.stats.per_partition.get(partition, 0) + 1
+
+    def _delivery_callback(
+        self, partition: int, offset: int
+    ) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                self.stats.delivery_failures += 1
+                log.error("output for quote %d/%d not delivered: %s", partition, offset, err)
+                prev = self._failed.get(partition)
+                self._failed[partition] = offset if prev is None else min(prev, offset)
+
+        return delivered
+
+
+class Publisher(WorkerMember):
+    """One member of publishing group ``group``.
+
+    Args:
+        cfg: the application configuration.
+        group: the publishing group, e.g. ``"p1"``.
+        member: this member's name (unique within the group).
+        telemetry: where spans and metrics go (default: nowhere). Its leadership tracing is
+            attached here, before NELI starts.
+    """
+
+    def __init__(
+        self, cfg: AppConfig, group: str, member: str, telemetry: Telemetry | None = None
+    ) -> None:
+        """Prepare the member; nothing connects until :meth:`start`."""
+        self.cfg = cfg
+        self.group = group
+        self.member = member
+        self.stats = PublisherStats()
+        n = cfg.neli
+        neli = make_neli(
+            cfg,
+            group_id=neli_group_id(group),
+            member_name=f"{group}/{member}",
+            variant=Variant.FULL,
+            mode=Mode.NON_EXCLUSIVE,
+            session_timeout_ms=n.session_timeout_ms,
+            threshold_ms=n.threshold_ms,
+            pulse_interval_ms=n.pulse_interval_ms,
+        )
+        tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
+        super().__init__(
+            neli, _QuoteWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        )
+        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
+            telemetry.observe_neli(neli)
+
+    def status(self) -> dict[str, object]:
+        """Leadership and counters."""
+        return {**self.neli.status(), "stats": self.stats.__dict__.copy()}
+
+
+async def serve_publisher(
+    cfg: AppConfig,
+    group: str,
+    member: str,
+    stop: asyncio.Event | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+    health_file: Path | None = None,
+) -> None:
+    """Run one publisher member until SIGTERM/SIGINT (or ``stop``), then shut down cleanly.
+
+    With ``telemetry``, the member is traced and measured, and serves ``/healthz``, ``/readyz``
+    and ``/metrics`` on ``[health] host`` and ``publisher_port`` (its URL is logged, and
+    written as JSON to ``health_file`` if given).
+    """
+    publisher = Publisher(cfg, group, member, telemetry)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if telemetry is not None:
+                await stack.enter_async_context(
+                    member_health(
+                        cfg,
+                        "publisher",
+                        telemetry,
+                        member_ready=publisher.readiness,
+                        health_file=health_file,
+                    )
+                )
+            await serve(publisher, f"publisher {group}/{member} ({neli_group_id(group)})", stop)
+    finally:
+        log.info("publisher %s/%s: %s", group, member, publisher.stats)

@@ -1,0 +1,1 @@
+"""The subscriber library: typed prices from ``prices`` (or arbitrated from ``prices.raw``)."""

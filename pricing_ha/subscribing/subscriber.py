@@ -1,0 +1,400 @@
+"""The subscriber library: typed prices, in order, each seq once, with gaps reported.
+
+Two modes:
+
+* **relay** (default) reads ``prices``, the relay's deduplicated output. The relay already
+  emits each ``(instrument, seq)`` once and in order, so any copy at or below the previous seq
+  is a relay defect: it is dropped, never delivered, and counted in ``duplicates``.
+* **direct** reads ``prices.raw`` and arbitrates both publishing groups' copies itself (A/B
+  line arbitration) with the same :class:`~pricing_ha.dedupe.arbitration.Arbiter` as the relay and
+  the relay's reorder window (``relay.reorder_window_ms``): no relay hop at all.
+
+In both modes a jump in seq is delivered at once (relay mode) or after the reorder window
+(direct mode) and reported as a gap, and :attr:`Subscriber.stats` keeps per-instrument
+figures computed from the delivered stream (see :mod:`pricing_ha.subscribing.stats`). With
+telemetry, sampled prices end their trace here, direct-mode switches of publisher are spans,
+and deliveries are measured (:mod:`pricing_ha.subscribing.telemetry`).
+
+Every partition is assigned manually (no consumer group membership, nothing committed). All
+librdkafka calls run on one dedicated thread, so they never block the event loop and the
+consumer is never used from two threads at once; :meth:`Subscriber.close` waits for an
+in-flight poll before closing it. Usage::
+
+    async with Subscriber(cfg, direct=True) as sub:
+        async for d in sub:
+            print(d.instrument, d.seq, d.price.mid, d.gap_before)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Arbiter, Emission
+from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.topics import fetch_metadata
+from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
+from pricing_ha.subscribing.stats import SubscriberStats
+from pricing_ha.subscribing.telemetry import SubscriberTelemetry
+from pricing_ha.telemetry import Telemetry
+
+__all__ = ["ConsumerLike", "Delivery", "Subscriber"]
+
+log = logging.getLogger("pricing_ha.subscriber")
+
+_BATCH = 1000
+_WAIT_S = 0.1  # longest single poll, so stop requests and window expiries are seen promptly
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One price delivered to the application.
+
+    Attributes:
+        price: the decoded price.
+        partition: the Kafka partition it was read from.
+        offset: its offset there (of the winning copy, in direct mode).
+        source: the publisher, ``group/member`` from the headers (``"?"`` if absent).
+        gap_before: seqs missing right before this one (0 normally).
+        switched_from: in direct mode, the previous primary publisher if this delivery is a
+            publisher switch (see :mod:`pricing_ha.dedupe.arbitration`); else ``None``.
+        silence_s: time since this instrument's previous delivery (0.0 for its first).
+        publish_ns: the publisher's wall clock when it produced the price, or ``None``.
+        received_ns: the subscriber's wall clock when the price was delivered (after any
+            wait in the reorder window).
+    """
+
+    price: Price
+    partition: int
+    offset: int
+    source: str
+    gap_before: int
+    switched_from: str | None
+    silence_s: float
+    publish_ns: int | None
+    received_ns: int
+
+    @property
+    def instrument(self) -> str:
+        """The instrument."""
+        return self.price.instrument
+
+    @property
+    def seq(self) -> int:
+        """The source sequence number."""
+        return self.price.seq
+
+    @property
+    def latency_s(self) -> float:
+        """Publish-to-receive time (source-to-receive if the publish time is unknown)."""
+        start = self.source_time_ns if self.publish_ns is None else self.publish_ns
+        return (self.received_ns - start) / 1e9
+
+    @property
+    def source_time_ns(self) -> int:
+        """The source quote's time (Unix epoch nanoseconds)."""
+        return self.price.source_time_ns
+
+
+class ConsumerLike(Protocol):
+    """The part of confluent-kafka's ``Consumer`` a subscriber uses (a fake in unit tests)."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata."""
+        ...
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Assigns partitions at the given offsets."""
+        ...
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """Up to ``num_messages`` records, waiting at most ``timeout`` seconds."""
+        ...
+
+    def close(self) -> None:
+        """Closes the consumer."""
+        ...
+
+
+def _fetch(consumer: ConsumerLike, wait_s: float) -> list[Message]:
+    """Waits up to ``wait_s`` for one record, then takes whatever else is already there.
+
+    ``consume(n, timeout)`` alone would wait for the whole timeout unless n records arrive,
+    adding up to ``wait_s`` of latency to every price.
+    """
+    first = consumer.consume(1, wait_s)
+    return first + consumer.consume(_BATCH - 1, 0) if first else first
+
+
+class _Copy(NamedTuple):
+    """One received copy, held by the arbiter until it wins or is dropped."""
+
+    price: Price
+    partition: int
+    offset: int
+    publish_ns: int | None
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
+
+
+def _headers(msg: Message) -> tuple[str, int | None, str | None]:
+    """``group/member``, ``publish_ns`` and ``traceparent`` from a price's headers."""
+    headers = msg.headers() or ()
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    group = member = "?"
+    publish_ns = traceparent = None
+    for key, value in pairs:
+        if key == "group":
+            group = _text(value)
+        elif key == "member":
+            member = _text(value)
+        elif key == "publish_ns":
+            text = _text(value)
+            publish_ns = int(text) if text.isdigit() else None
+        elif key == "traceparent":
+            traceparent = _text(value)
+    return f"{group}/{member}", publish_ns, traceparent
+
+
+class Subscriber:
+    """Reads prices (from the relay, or both groups' raw copies) as an async iterator.
+
+    Args:
+        cfg: the application configuration (topics, broker, relay reorder window).
+        direct: arbitrate ``prices.raw`` locally instead of reading ``prices``.
+        instruments: deliver only these instruments (all when ``None``).
+        from_beginning: start at the beginning of every partition instead of the end.
+        clock: monotonic seconds, for silences and reorder deadlines.
+        wall_ns: wall clock in nanoseconds, for latencies.
+        consumer_factory: builds the consumer from its configuration (confluent-kafka's
+            ``Consumer`` by default; a fake in unit tests).
+        telemetry: where spans and metrics go (default: nowhere).
+    """
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        *,
+        direct: bool = False,
+        instruments: Iterable[str] | None = None,
+        from_beginning: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ns: Callable[[], int] = time.time_ns,
+        consumer_factory: Callable[[dict[str, Any]], ConsumerLike] | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        """Prepares the subscriber; nothing connects until :meth:`start`."""
+        self.cfg = cfg
+        self.direct = direct
+        self.topic = cfg.topics.raw if direct else cfg.topics.prices
+        self.from_beginning = from_beginning
+        self._keys = None if instruments is None else {i.encode() for i in instruments}
+        self._clock = clock
+        self._wall_ns = wall_ns
+        self._consumer_factory = consumer_factory or (lambda conf: Consumer(conf, logger=log))
+        # The relay's output is in order already: a 0 s window delivers a jump at once.
+        window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
+        self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
+        self.stats = SubscriberStats(direct=direct, topic=self.topic)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="subscriber")
+        self._consumer: ConsumerLike | None = None
+        self._closed = False
+        # Never joined or committed: assign() needs no group, librdkafka needs an id.
+        self.group_id = f"pricing-ha-subscriber-{uuid.uuid4().hex[:12]}"
+        self._telemetry = SubscriberTelemetry(
+            telemetry, topic=self.topic, group_id=self.group_id, direct=direct
+        )
+
+    async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """Runs a librdkafka call on the consumer's own thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def start(self) -> None:
+        """Connects and assigns every partition of the topic.
+
+        Raises:
+            BrokerUnavailableError: if the broker does not answer in time.
+            TopicLayoutError: if the topic does not exist.
+        """
+        broker = self.cfg.broker
+        self._consumer = self._consumer_factory(
+            broker.client_config(
+                defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                required={
+                    "group.id": self.group_id,
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                },
+            )
+        )
+        md = await self._call(
+            fetch_metadata,
+            self._consumer,
+            broker.bootstrap_servers,
+            broker.connect_timeout_ms / 1000,
+        )
+        meta = md.topics.get(self.topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise TopicLayoutError(
+                f"topic {self.topic!r} does not exist; create it with `pricing-ha topics create`"
+            )
+        start = OFFSET_BEGINNING if self.from_beginning else OFFSET_END
+        tps = [TopicPartition(self.topic, p, start) for p in sorted(meta.partitions)]
+        await self._call(self._consumer.assign, tps)
+        mode = "direct" if self.direct else "relay"
+        log.info("subscribed to %s (%d partitions, %s mode)", self.topic, len(tps), mode)
+
+    async def close(self) -> None:
+        """Closes the consumer (after any in-flight poll); iteration ends. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._consumer is not None:
+            await self._call(self._consumer.close)
+        self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> Subscriber:
+        """Starts the subscriber (closing it again if that fails)."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Closes the subscriber."""
+        await self.close()
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        """Every delivery, until :meth:`close`."""
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Delivery]:
+        while not self._closed:
+            for delivery in await self.poll(_WAIT_S):
+                yield delivery
+
+    async def poll(self, timeout_s: float = _WAIT_S) -> list[Delivery]:
+        """Waits up to ``timeout_s`` (less if a reorder window ends sooner) for prices.
+
+        Returns:
+            The deliveries now due, in seq order per instrument; empty after :meth:`close`.
+        """
+        consumer = self._consumer
+        if consumer is None or self._closed:
+            return []
+        wait = timeout_s
+        deadline = self.arbiter.next_deadline()
+        if deadline is not None:
+            wait = max(0.0, min(wait, deadline - self._clock()))
+        msgs = await self._call(_fetch, consumer, wait)
+        now, wall = self._clock(), self._wall_ns()
+        out: list[Delivery] = []
+        for msg in msgs:
+            self._offer(msg, now, wall, out)
+        if deadline is not None:
+            self._deliver(self.arbiter.expire(now), now, wall, out)
+        self._telemetry.flush()
+        return out
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` assigned the partitions and :meth:`close` was not called."""
+        return self._consumer is not None and not self._closed
+
+    def _offer(self, msg: Message, now: float, wall: int, out: list[Delivery]) -> None:
+        err = msg.error()
+        if err is not None:
+            self.stats.errors += 1
+            log.warning("consumer error on %s: %s", self.topic, err)
+            return
+        key = msg.key()
+        if self._keys is not None and key not in self._keys:
+            return
+        try:
+            price = decode_price(msg.value())
+        except InvalidPriceError as exc:
+            self.stats.invalid += 1
+            log.warning("undecodable price at %s/%s: %s", msg.partition(), msg.offset(), exc)
+            return
+        if key is not None and key != price.instrument.encode():
+            self.stats.invalid += 1
+            log.warning("price of %s under key %r", price.instrument, key)
+            return
+        source, publish_ns, traceparent = _headers(msg)
+        copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
+        span = self._telemetry.start_process(
+            traceparent,
+            partition=copy.partition,
+            offset=copy.offset,
+            instrument=price.instrument,
+            seq=price.seq,
+            source=source,
+        )
+        arbiter = self.arbiter
+        dropped = arbiter.duplicates
+        emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
+        if arbiter.duplicates != dropped:
+            self.stats.on_dropped(price.instrument)
+            self._telemetry.dropped(copy.partition)
+        self._deliver(emissions, now, wall, out)
+        if span is not None:  # a sampled price: its trace ends here
+            delivered = any(e.item is copy for e in emissions)
+            held = "duplicate" if arbiter.duplicates != dropped else "held"
+            span.set_attribute("pricing_ha.arbitration", "delivered" if delivered else held)
+            span.end()
+
+    def _deliver(
+        self, emissions: list[Emission[_Copy]], now: float, wall: int, out: list[Delivery]
+    ) -> None:
+        stats = self.stats
+        for e in emissions:
+            c = e.item
+            if e.gap_before:
+                log.warning("%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq)
+            if e.switched_from is not None:
+                log.info("%s: publisher switch %s -> %s", e.instrument, e.switched_from, e.source)
+            delivery = Delivery(
+                c.price,
+                c.partition,
+                c.offset,
+                e.source,
+                e.gap_before,
+                e.switched_from,
+                e.silence_s,
+                c.publish_ns,
+                wall,
+            )
+            stats.instrument(e.instrument).on_delivered(
+                e.seq, now, switched=e.switched_from is not None
+            )
+            if c.publish_ns is not None:
+                stats.publish_latency_s.append((wall - c.publish_ns) / 1e9)
+            stats.source_latency_s.append((wall - c.price.source_time_ns) / 1e9)
+            self._telemetry.delivered(
+                e,
+                partition=c.partition,
+                source_ns=c.price.source_time_ns,
+                publish_ns=c.publish_ns,
+                wall=wall,
+            )
+            out.append(delivery)
