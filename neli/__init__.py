@@ -4,9 +4,27 @@ Leadership is *induced* from a Kafka consumer group's partition assignment: ever
 group subscribes to one topic of M partitions, and a member leads partition ``i`` while its
 observations of ``i`` are fresher than a threshold T. A role (any key) is led by the leader of
 partition ``murmur2(role) mod M``. See :class:`Neli`, :class:`NeliConfig` and
-:mod:`neli._tracker` for exactly when leadership can no longer be trusted, and
-:func:`trace_leadership` for OpenTelemetry traces of every transition (``opentelemetry-api``,
-optional).
+:mod:`neli._tracker` for the rules, and :func:`trace_leadership` for OpenTelemetry traces of
+every transition (``opentelemetry-api``, optional).
+
+When leadership ends
+--------------------
+:meth:`Neli.leads` (and :meth:`Neli.is_leader`) answer from local clocks *now*. ``True`` means
+the group assigns the partition to this member and its last observation of the partition is
+fresher than T (fast variant: its own heartbeat came back within T; exclusive mode: also the
+grace period T after the assignment has passed). The answer can stop being true unnoticed:
+
+* **Exclusive mode**: at the latest T + e after the last fresh observation, which is before the
+  broker's session timeout S lets another member be assigned (the config enforces
+  T + e < S). This holds only if the process is not paused *between asking and acting*: a
+  pause (GC, SIGSTOP, VM freeze) after a ``True`` lets an action land after a successor has
+  started. Only fencing at the resource (for Kafka output, producer epochs through
+  ``transactional.id``) closes that window; NELI alone cannot.
+* **Non-exclusive mode**: another member may lead the same partition at the same time. T > S
+  guarantees *at least one* leader per partition, never at most one: make the led work
+  idempotent or deduplicate downstream.
+* **Revocation**: REVOKED is delivered inside the rebalance, after :meth:`Neli.leads` already
+  answers ``False``; the rebalance waits for barrier handlers (see :class:`BarrierHandler`).
 """
 
 from __future__ import annotations
@@ -24,6 +42,7 @@ from neli._events import BarrierHandler, EventKind, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
 from neli._roles import KAFKA_PARTITIONER, murmur2, role_index, role_partition
 from neli._runtime import Neli
+from neli._status import NeliStatus
 from neli._tasks import LeaderTasks, TaskFactory
 from neli._telemetry import LeadershipTracing, trace_leadership
 
@@ -45,6 +64,7 @@ __all__ = [
     "NeliConfig",
     "NeliConfigError",
     "NeliError",
+    "NeliStatus",
     "SystemClock",
     "TaskFactory",
     "TopicError",

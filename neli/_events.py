@@ -28,8 +28,9 @@ Handlers must not rely on an event to decide whether they may act: they must ask
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 class EventKind(enum.Enum):
@@ -76,5 +77,20 @@ class LeadershipEvent:
     predecessor: dict[str, str] | None = None
 
 
-#: A barrier handler: called once per event, in order; may be sync or async.
-BarrierHandler = Callable[[LeadershipEvent], Awaitable[None] | None]
+class BarrierHandler(Protocol):
+    """Called once per leadership event, in order, one event at a time; sync or async.
+
+    What a handler may rely on is the module's guarantee list above; in short:
+
+    * REVOKED: delivered inside the rebalance, which waits for every handler to return (up to
+      ``barrier_timeout_ms``). Finish or abandon in-flight work for the partition *before*
+      returning: after the return another member may be assigned it.
+    * FENCED: leadership is already gone; stop at once, do not finish work.
+    * ACQUIRED / RESUMED: :meth:`Neli.leads` already answers ``True``; still ask it before
+      acting, since leadership can end between two events.
+
+    A handler that raises is logged and does not stop the others (nor the rebalance).
+    """
+
+    def __call__(self, event: LeadershipEvent, /) -> Awaitable[None] | None:
+        """Handle ``event``; an awaitable result is awaited before the next event."""

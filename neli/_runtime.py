@@ -6,7 +6,7 @@ Threads and tasks of one member:
   runs the rebalance callbacks. A revocation blocks that thread (and so the rebalance) until the
   barrier handlers on the event loop have returned: the barrier semantics of goNELI.
 * a **pulse task** publishes heartbeats every ``pulse_interval_ms``: to every partition (full
-  NELI) or to the partitions this member owns (fast variant); see :mod:`neli._pulse`.
+  NELI) or to the partitions this member owns (fast variant); see :mod:`neli._heartbeat_sender`.
 * a **watchdog task** ticks the tracker's stall detector.
 * a **check task** re-evaluates leadership every ``check_interval_ms`` and delivers
   ACQUIRED / FENCED / RESUMED events; REVOKED comes from the rebalance callbacks.
@@ -37,11 +37,13 @@ from confluent_kafka import (
 from neli._clock import SYSTEM_CLOCK, Clock
 from neli._config import Mode, NeliConfig
 from neli._dispatch import EventDispatcher
-from neli._errors import BrokerUnavailableError, NeliClosedError, TopicError
+from neli._errors import NeliClosedError
 from neli._events import BarrierHandler, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
-from neli._pulse import HeartbeatSender, MetaProvider
+from neli._heartbeat_sender import HeartbeatSender, MetaProvider
 from neli._roles import role_partition
+from neli._status import NeliStatus
+from neli._topic import topic_partitions
 from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
@@ -120,7 +122,7 @@ class Neli:
         self._consumer = Consumer(cfg.consumer_settings(), logger=log)
         self._producer = Producer(cfg.producer_settings(), logger=log)
         try:
-            self._partitions = await asyncio.to_thread(self._topic_partitions)
+            self._partitions = await asyncio.to_thread(topic_partitions, self._consumer, cfg)
         except BaseException:
             self._consumer.close()
             raise
@@ -151,26 +153,6 @@ class Neli:
             task = asyncio.create_task(coro, name=f"neli-{name}")
             task.add_done_callback(self._on_task_done)
             self._tasks.append(task)
-
-    def _topic_partitions(self) -> int:
-        cfg = self.config
-        assert self._consumer is not None
-        try:
-            md = self._consumer.list_topics(cfg.topic, timeout=cfg.start_timeout_ms / 1000)
-        except KafkaException as exc:
-            raise BrokerUnavailableError(
-                cfg.bootstrap_servers,
-                f"no metadata within {cfg.start_timeout_ms} ms ({exc.args[0]})",
-            ) from exc
-        topic = md.topics.get(cfg.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise TopicError(cfg.topic, None, "does not exist (create it with M partitions first)")
-        count = len(topic.partitions)
-        if cfg.expected_partitions is not None and count != cfg.expected_partitions:
-            raise TopicError(
-                cfg.topic, count, f"has {count} partitions, expected {cfg.expected_partitions}"
-            )
-        return count
 
     async def close(self, *, handover: bool = True) -> None:
         """Stop leading, leave the group (REVOKED is delivered to handlers) and flush.
@@ -255,11 +237,20 @@ class Neli:
         return partition
 
     def is_leader(self, role: str | bytes) -> bool:
-        """Whether this member leads ``role`` at this instant."""
+        """Whether this member leads ``role`` at this instant (``leads(partition_for(role))``).
+
+        See :meth:`leads` for what the answer means and when it stops being true.
+        """
         return self.leads(self.partition_for(role))
 
     def leads(self, partition: int) -> bool:
-        """Whether this member leads NELI partition ``partition`` at this instant."""
+        """Whether this member leads NELI partition ``partition`` at this instant.
+
+        ``True``: the group assigns the partition to this member and its observation of it is
+        fresher than T (exclusive mode: and the grace period has passed). Ask again right
+        before each action that must be led; never cache it. When the answer stops being true
+        without this member noticing is stated in :mod:`neli` ("When leadership ends").
+        """
         clock = self._clock
         with self._lock:
             return self._tracker.leads(partition, clock.monotonic(), clock.wall())
@@ -275,26 +266,24 @@ class Neli:
         with self._lock:
             return self._tracker.assigned()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""
         clock = self._clock
         now_mono, now_wall = clock.monotonic(), clock.wall()
         with self._lock:
             tr = self._tracker
             fresh = tr.freshness(now_mono, now_wall)
-            return {
-                "group": self.config.group_id,
-                "member_id": self.member_id,
-                "member_name": self.config.member_name,
-                "partitions": self._partitions,
-                "assigned": sorted(tr.assigned()),
-                "led": sorted(tr.led(now_mono, now_wall)),
-                "age_s": {p: fresh[p] for p in sorted(fresh)},
-                "why_not": {
-                    p: r for p in sorted(fresh) if (r := tr.why_not(p, now_mono, now_wall))
-                },
-                "stalls": tr.stalls,
-            }
+            return NeliStatus(
+                group=self.config.group_id,
+                member_id=self.member_id,
+                member_name=self.config.member_name,
+                partitions=self._partitions,
+                assigned=tuple(sorted(tr.assigned())),
+                led=tuple(sorted(tr.led(now_mono, now_wall))),
+                age_s={p: fresh[p] for p in sorted(fresh)},
+                why_not={p: r for p in sorted(fresh) if (r := tr.why_not(p, now_mono, now_wall))},
+                stalls=tr.stalls,
+            )
 
     # -- events -------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 from neli._dispatch import EventBus
 from neli._events import BarrierHandler, EventKind, LeadershipEvent
 from neli._roles import role_partition
+from neli._status import NeliStatus
 
 __all__ = ["FakeNeli", "ManualClock"]
 
@@ -127,16 +128,16 @@ class FakeNeli:
         await self.revoke(*sorted(self._assigned), reason="closed")
         self._bus.close()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> NeliStatus:
         """A status snapshot like :meth:`neli.Neli.status`."""
-        return {
-            "group": self.group_id,
-            "member_id": self.member_id,
-            "member_name": self.member_name,
-            "partitions": self._partitions,
-            "assigned": sorted(self._assigned),
-            "led": sorted(self._led),
-        }
+        return NeliStatus(
+            group=self.group_id,
+            member_id=self.member_id,
+            member_name=self.member_name,
+            partitions=self._partitions,
+            assigned=tuple(sorted(self._assigned)),
+            led=tuple(sorted(self._led)),
+        )
 
     # -- driving it ---------------------------------------------------------------------------
 

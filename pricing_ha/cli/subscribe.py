@@ -19,10 +19,20 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Annotated
 
 import orjson
+import typer
 
 from pricing_ha import aio
+from pricing_ha.cli._app import app
+from pricing_ha.cli._support import (
+    BootstrapOption,
+    ConfigOption,
+    guarded,
+    load_cli_config,
+    stop_requested,
+)
 from pricing_ha.config import AppConfig
 from pricing_ha.member.health import broker_check, write_health_file
 from pricing_ha.subscribing.stats import SubscriberStats
@@ -34,7 +44,7 @@ from pricing_ha.telemetry import (
     setup_telemetry,
 )
 
-__all__ = ["delivery_json", "subscribe_main"]
+__all__ = ["delivery_json", "run_subscriber", "subscribe_command"]
 
 _CLEAR = "\x1b[H\x1b[2J"
 
@@ -97,7 +107,7 @@ async def _run(
                 echo(f"{_CLEAR}{table}" if tty else f"{table}\n")
 
 
-def subscribe_main(
+def run_subscriber(
     cfg: AppConfig,
     *,
     instruments: Iterable[str] | None = None,
@@ -191,3 +201,41 @@ def subscribe_main(
     else:
         echo(stats.render(time.monotonic()))
     return stats
+
+
+@app.command("subscribe")
+def subscribe_command(
+    *,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    instrument: Annotated[
+        list[str] | None, typer.Option(help="Only this instrument (repeatable).")
+    ] = None,
+    direct: Annotated[
+        bool, typer.Option(help="Arbitrate prices.raw (both groups) here: no relay hop.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print prices as JSON lines.")] = False,
+    from_beginning: Annotated[
+        bool, typer.Option(help="Read from the beginning of the topic instead of its end.")
+    ] = False,
+    duration: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds.")
+    ] = None,
+    summary_out: Annotated[
+        Path | None, typer.Option(help="Write the verdict here (JSON): gaps, duplicates, ...")
+    ] = None,
+) -> None:
+    """Subscribe to prices: in order, each seq once, gaps and duplicates reported."""
+    with guarded(), stop_requested() as should_stop:
+        run_subscriber(
+            load_cli_config(config, bootstrap),
+            instruments=instrument,
+            direct=direct,
+            as_json=as_json,
+            from_beginning=from_beginning,
+            duration_s=duration,
+            summary_out=summary_out,
+            should_stop=should_stop,
+            echo=typer.echo,
+            echo_err=lambda line: typer.echo(line, err=True),
+        )

@@ -34,8 +34,8 @@ from pricing_ha.config._sections import (
     FeedConfig,
     HealthConfig,
     InstrumentOverride,
-    NeliConfig,
     PricingConfig,
+    PublisherNeliConfig,
     RelayConfig,
     TelemetryConfig,
     TopicsConfig,
@@ -51,8 +51,8 @@ __all__ = [
     "FeedConfig",
     "HealthConfig",
     "InstrumentOverride",
-    "NeliConfig",
     "PricingConfig",
+    "PublisherNeliConfig",
     "RelayConfig",
     "TelemetryConfig",
     "TopicsConfig",
@@ -72,7 +72,7 @@ class AppConfig:
 
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
-    neli: NeliConfig = field(default_factory=NeliConfig)
+    neli: PublisherNeliConfig = field(default_factory=PublisherNeliConfig)
     relay: RelayConfig = field(default_factory=RelayConfig)
     feed: FeedConfig = field(default_factory=FeedConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)

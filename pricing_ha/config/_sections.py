@@ -22,8 +22,8 @@ __all__ = [
     "FeedConfig",
     "HealthConfig",
     "InstrumentOverride",
-    "NeliConfig",
     "PricingConfig",
+    "PublisherNeliConfig",
     "RelayConfig",
     "TelemetryConfig",
     "TopicsConfig",
@@ -159,7 +159,7 @@ class TopicsConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class NeliConfig:
+class PublisherNeliConfig:
     """Leader induction for the publisher groups: non-exclusive mode, so T > S (DESIGN §3).
 
     Attributes:

@@ -25,7 +25,6 @@ switch of publisher, metrics), in :mod:`pricing_ha.dedupe.output`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -46,8 +45,8 @@ from pricing_ha.dedupe.records import (
     rebuild_high_water,
 )
 from pricing_ha.kafka.headers import header_list
-from pricing_ha.member.health import member_health
-from pricing_ha.member.worker import PartitionWorker, WorkerMember, make_neli, serve
+from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
+from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import sampled_context
@@ -260,11 +259,8 @@ class Relay(WorkerMember):
             pulse_interval_ms=r.pulse_interval_ms,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
-        super().__init__(
-            neli, _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
-        )
-        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
-            telemetry.observe_neli(neli)
+        worker = _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        super().__init__(neli, worker, telemetry)
 
 
 async def serve_relay(
@@ -284,17 +280,14 @@ async def serve_relay(
     """
     relay = Relay(cfg, member, group, telemetry)
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            if telemetry is not None:
-                await stack.enter_async_context(
-                    member_health(
-                        cfg,
-                        "relay",
-                        telemetry,
-                        member_ready=relay.readiness,
-                        health_file=health_file,
-                    )
-                )
-            await serve(relay, f"relay {member} ({relay_group_id(group)})", stop)
+        await serve_member(
+            relay,
+            cfg,
+            role="relay",
+            what=f"relay {member} ({relay_group_id(group)})",
+            stop=stop,
+            telemetry=telemetry,
+            health_file=health_file,
+        )
     finally:
         log.info("relay %s: %s", member, relay.stats)

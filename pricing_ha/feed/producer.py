@@ -39,7 +39,13 @@ from pricing_ha.kafka.topics import fetch_metadata, partition_counts
 from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry.pricepath import TRACEPARENT, PricePath, end_on_delivery, traceparent_of
 
-__all__ = ["PRODUCER_DEFAULTS", "PRODUCER_REQUIRED", "feed_main", "run_feed", "with_overrides"]
+__all__ = [
+    "PRODUCER_DEFAULTS",
+    "PRODUCER_REQUIRED",
+    "run_configured_feed",
+    "run_feed",
+    "with_overrides",
+]
 
 PRODUCER_DEFAULTS: dict[str, str | int | float | bool] = {
     "client.id": "pricing-ha-feed",
@@ -220,7 +226,7 @@ def _produce(
     producer.poll(0)
 
 
-def feed_main(
+def run_configured_feed(
     cfg: AppConfig,
     *,
     replay: Path | None = None,

@@ -241,7 +241,7 @@ def _load(path: Path) -> dict[str, object]:
 
 def _show_traces(workdir: Path, out: Callable[[str], None]) -> None:
     """Render the run's fail-overs from the span files; print where the chart and tree are."""
-    from pricing_ha.local.traces_view import traces_main
+    from pricing_ha.local.traces_chart import write_trace_report
 
     spans = workdir / "traces"
     if not spans.is_dir():
@@ -249,7 +249,7 @@ def _show_traces(workdir: Path, out: Callable[[str], None]) -> None:
         return
     lines: list[str] = []
     try:
-        html = traces_main(spans, workdir / "leadership.html", echo=lines.append)
+        html = write_trace_report(spans, workdir / "leadership.html", echo=lines.append)
     except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the chart
         out(f"could not render the traces: {exc!r}")
         return

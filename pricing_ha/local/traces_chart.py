@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from pricing_ha.local.traces_view import Switch, Term, TraceSet
+from pricing_ha.local.traces_view import Switch, Term, TraceSet, render_tree, switches, terms
 
-__all__ = ["render_html"]
+__all__ = ["render_html", "write_trace_report"]
 
 _WIDTH = 1100
 _LEFT = 120
@@ -223,3 +224,19 @@ def render_html(
         "killed while leading); they run to the successor's takeover, or to the process's "
         "last span.</p>" + "".join(charts) + "</body></html>\n"
     )
+
+
+def write_trace_report(directory: Path, out: Path, *, echo: Callable[[str], None] = print) -> Path:
+    """Print the text tree and write the HTML timeline of the spans in ``directory``.
+
+    Returns:
+        The HTML file written.
+    """
+    traces = TraceSet.load(directory)
+    all_terms = terms(traces)
+    echo(f"{len(traces.spans)} spans in {len(traces.files)} file(s) under {directory}")
+    echo(render_tree(traces, all_terms))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(traces, all_terms, switches(traces), source=str(directory)))
+    echo(f"leadership timeline: {out}")
+    return out

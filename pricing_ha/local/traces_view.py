@@ -16,13 +16,13 @@ Every process writes its spans to ``[telemetry] traces_dir`` (one file per proce
   subscribers in direct mode (``subscriber.switch {instrument}``).
 
 :func:`render_tree` prints the last two as text; :mod:`pricing_ha.local.traces_chart` draws the
-terms as an HTML timeline. :func:`traces_main` does both, as the command does.
+terms as an HTML timeline. :func:`~pricing_ha.local.traces_chart.write_trace_report` does both.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,6 @@ __all__ = [
     "render_tree",
     "switches",
     "terms",
-    "traces_main",
 ]
 
 Span = dict[str, Any]
@@ -338,21 +337,3 @@ def render_tree(traces: TraceSet, all_terms: list[Term] | None = None) -> str:
             f"gap {w.gap_seq} seq, {w.duplicates_dropped} duplicate(s) dropped before"
         )
     return "\n".join(lines)
-
-
-def traces_main(directory: Path, out: Path, *, echo: Callable[[str], None] = print) -> Path:
-    """Print the text tree and write the HTML timeline of the spans in ``directory``.
-
-    Returns:
-        The HTML file written.
-    """
-    from pricing_ha.local.traces_chart import render_html
-
-    traces = TraceSet.load(directory)
-    all_terms = terms(traces)
-    echo(f"{len(traces.spans)} spans in {len(traces.files)} file(s) under {directory}")
-    echo(render_tree(traces, all_terms))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(traces, all_terms, switches(traces), source=str(directory)))
-    echo(f"leadership timeline: {out}")
-    return out

@@ -28,6 +28,7 @@ from pricing_ha.telemetry.health import Check, HealthServer, broker_reachable, h
 from pricing_ha.telemetry.sdk import Telemetry
 
 __all__ = [
+    "HealthRole",
     "broker_check",
     "health_in_thread",
     "member_health",
@@ -37,6 +38,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("pricing_ha.health")
+
+#: The long-running roles with a health port of their own (``[health] <role>_port``).
+HealthRole = Literal["publisher", "relay", "subscriber"]
 
 _LAYOUT_TIMEOUT_S = 1.5  # below Readiness.check_timeout_s, so a dead broker reads as its error
 
@@ -84,7 +88,7 @@ def read_health_file(path: Path) -> str | None:
 @contextlib.asynccontextmanager
 async def member_health(
     cfg: AppConfig,
-    role: Literal["publisher", "relay", "subscriber"],
+    role: HealthRole,
     telemetry: Telemetry,
     *,
     member_ready: Check,

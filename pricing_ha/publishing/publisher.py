@@ -24,7 +24,6 @@ batch; leadership spans and metrics come from :meth:`~pricing_ha.telemetry.Telem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -37,14 +36,8 @@ from opentelemetry.trace import Span, Status, StatusCode
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.headers import HeaderValue
-from pricing_ha.member.health import member_health
-from pricing_ha.member.worker import (
-    FLUSH_TIMEOUT_S,
-    PartitionWorker,
-    WorkerMember,
-    make_neli,
-    serve,
-)
+from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
+from pricing_ha.member.worker import FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
 from pricing_ha.telemetry import Telemetry
@@ -350,15 +343,8 @@ class Publisher(WorkerMember):
             pulse_interval_ms=n.pulse_interval_ms,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
-        super().__init__(
-            neli, _QuoteWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
-        )
-        if telemetry is not None:  # after the worker's barrier: loss spans follow the flush
-            telemetry.observe_neli(neli)
-
-    def status(self) -> dict[str, object]:
-        """Leadership and counters."""
-        return {**self.neli.status(), "stats": self.stats.__dict__.copy()}
+        worker = _QuoteWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        super().__init__(neli, worker, telemetry)
 
 
 async def serve_publisher(
@@ -378,17 +364,14 @@ async def serve_publisher(
     """
     publisher = Publisher(cfg, group, member, telemetry)
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            if telemetry is not None:
-                await stack.enter_async_context(
-                    member_health(
-                        cfg,
-                        "publisher",
-                        telemetry,
-                        member_ready=publisher.readiness,
-                        health_file=health_file,
-                    )
-                )
-            await serve(publisher, f"publisher {group}/{member} ({neli_group_id(group)})", stop)
+        await serve_member(
+            publisher,
+            cfg,
+            role="publisher",
+            what=f"publisher {group}/{member} ({neli_group_id(group)})",
+            stop=stop,
+            telemetry=telemetry,
+            health_file=health_file,
+        )
     finally:
         log.info("publisher %s/%s: %s", group, member, publisher.stats)

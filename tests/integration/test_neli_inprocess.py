@@ -116,7 +116,7 @@ async def test_single_member_leads_every_role_and_reports_events(
         }
         assert all(neli.is_leader(r) for r in ("EURUSD", "AAPL", "X"))
         status = neli.status()
-        assert status["led"] == list(range(m))
+        assert status.led == tuple(range(m))
     assert neli.led_partitions() == frozenset()
     assert [e.kind for e in events[m:]] == [EventKind.REVOKED] * m
 

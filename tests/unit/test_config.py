@@ -12,7 +12,7 @@ import pytest
 from pricing_ha.config import (
     AppConfig,
     BrokerConfig,
-    NeliConfig,
+    PublisherNeliConfig,
     RelayConfig,
     load_app_config,
     load_config,
@@ -287,7 +287,7 @@ def test_optional_value_cleared_by_empty_env(tmp_path: Path) -> None:
 def test_non_exclusive_publishers_need_threshold_above_session_timeout() -> None:
     """neli.threshold_ms <= session_timeout_ms is refused (T > S for non-exclusive mode)."""
     with pytest.raises(ConfigError) as info:
-        NeliConfig(session_timeout_ms=3000, threshold_ms=3000)
+        PublisherNeliConfig(session_timeout_ms=3000, threshold_ms=3000)
     assert info.value.key == "threshold_ms"
     assert "threshold_ms > session_timeout_ms" in info.value.problem
 
@@ -304,21 +304,21 @@ def test_exclusive_relay_needs_threshold_plus_skew_below_session_timeout() -> No
 def test_session_timeout_below_one_second_is_refused() -> None:
     """Session timeouts under 1000 ms (where the embedded broker churns) are refused."""
     with pytest.raises(ConfigError, match="at least 1000 ms"):
-        NeliConfig(session_timeout_ms=900, threshold_ms=1500)
+        PublisherNeliConfig(session_timeout_ms=900, threshold_ms=1500)
 
 
 def test_pulse_must_be_well_below_threshold() -> None:
     """A pulse interval above threshold / 4 is refused."""
     with pytest.raises(ConfigError) as info:
-        NeliConfig(threshold_ms=4500, pulse_interval_ms=1200)
+        PublisherNeliConfig(threshold_ms=4500, pulse_interval_ms=1200)
     assert info.value.key == "pulse_interval_ms"
 
 
 def test_direct_construction_errors_name_the_class() -> None:
     """Building a section in code reports the class as the source."""
     with pytest.raises(ConfigError) as info:
-        NeliConfig(threshold_ms=100)
-    assert info.value.source == "NeliConfig"
+        PublisherNeliConfig(threshold_ms=100)
+    assert info.value.source == "PublisherNeliConfig"
 
 
 def test_cross_section_rule_is_checked(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError
 
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError, TopicLayoutError
-from pricing_ha.feed.producer import feed_main, run_feed, with_overrides
+from pricing_ha.feed.producer import run_configured_feed, run_feed, with_overrides
 from pricing_ha.feed.sources import SyntheticMarket, default_symbols
 from pricing_ha.publishing.quotes import Quote, parse_quote
 
@@ -206,13 +206,13 @@ def test_replay_source_is_sent_in_file_order() -> None:
     assert summary.instruments["A"].last_seq == 5
 
 
-def test_feed_main_validates_replay_before_sending(tmp_path: Path) -> None:
+def test_run_configured_feed_validates_replay_before_sending(tmp_path: Path) -> None:
     """A bad row anywhere in the replay file stops the feed before anything is produced."""
     path = tmp_path / "bad.csv"
     path.write_text("A,1,1.0,1.1\nA,2,1.0,oops\n")
     made: list[str] = []
     with pytest.raises(Exception, match=r"bad.csv:2: ask is not a number"):
-        feed_main(CFG, replay=path, echo=made.append)
+        run_configured_feed(CFG, replay=path, echo=made.append)
     assert made == []
 
 

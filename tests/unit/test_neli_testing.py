@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from neli import EventKind, LeadershipEvent, role_partition
+from neli import EventKind, LeadershipEvent, NeliStatus, role_partition
 from neli.testing import FakeNeli, ManualClock
 
 
@@ -53,7 +53,7 @@ async def test_leadership_follows_the_driver_calls() -> None:
     await fake.revoke(1)
     assert fake.led_partitions() == frozenset({3})
     assert fake.assigned_partitions() == frozenset({3})
-    assert fake.status()["led"] == [3]
+    assert fake.status().led == (3,)
 
 
 async def test_redundant_calls_emit_nothing() -> None:
@@ -131,14 +131,9 @@ async def test_sync_barrier_handlers_are_called() -> None:
 def test_status_snapshot() -> None:
     """status() reports group, member, partition count, assignment and leadership."""
     fake = FakeNeli(partitions=3, group_id="p2", member_name="m9")
-    assert fake.status() == {
-        "group": "p2",
-        "member_id": "m9/fake",
-        "member_name": "m9",
-        "partitions": 3,
-        "assigned": [],
-        "led": [],
-    }
+    assert fake.status() == NeliStatus(
+        group="p2", member_id="m9/fake", member_name="m9", partitions=3, assigned=(), led=()
+    )
 
 
 def test_manual_clock_moves_only_when_advanced() -> None:

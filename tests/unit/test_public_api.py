@@ -27,6 +27,7 @@ EXPECTED_NELI = {
     "NeliConfig",
     "NeliConfigError",
     "NeliError",
+    "NeliStatus",
     "SystemClock",
     "TaskFactory",
     "TopicError",

@@ -17,13 +17,13 @@ from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.dedupe.arbitration import Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.local.traces_chart import write_trace_report
 from pricing_ha.local.traces_view import (
     TraceSet,
     failovers,
     render_tree,
     switches,
     terms,
-    traces_main,
 )
 from pricing_ha.telemetry import Telemetry, setup_telemetry
 
@@ -162,7 +162,7 @@ def test_html_timeline_is_self_contained_and_shows_each_group_partition_member(
     """One chart per group, a row per partition, a bar per term, no external assets."""
     out = tmp_path / "out" / "leadership.html"
     lines: list[str] = []
-    assert traces_main(run_dir, out, echo=lines.append) == out
+    assert write_trace_report(run_dir, out, echo=lines.append) == out
     assert lines[-1] == f"leadership timeline: {out}"
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>")

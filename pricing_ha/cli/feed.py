@@ -1,0 +1,92 @@
+"""``pricing-ha feed``: synthetic or replayed market data to ``md.quotes``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pricing_ha.cli._app import app
+from pricing_ha.cli._options import AzOption, HealthFileOption, with_az
+from pricing_ha.cli._support import (
+    BootstrapOption,
+    ConfigOption,
+    guarded,
+    load_cli_config,
+    stop_requested,
+)
+
+__all__ = ["feed_command"]
+
+
+@app.command("feed")
+def feed_command(
+    *,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    count: Annotated[int | None, typer.Option(min=1, help="Stop after N quotes in total.")] = None,
+    duration: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds.")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Quotes per second per instrument (0: unpaced).")
+    ] = None,
+    instruments: Annotated[int | None, typer.Option(help="Number of instruments.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="CSV file: instrument,seq,bid,ask[,source_time_ns].")
+    ] = None,
+    summary_out: Annotated[
+        Path | None, typer.Option(help="Write the final per-instrument state here (JSON).")
+    ] = None,
+    az: AzOption = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve /healthz, /readyz, /metrics here (0: a free port)."
+        ),
+    ] = None,
+    health_file: HealthFileOption = None,
+) -> None:
+    """Produce synthetic (or replayed) market data to md.quotes."""
+    import contextlib
+    import socket
+
+    from pricing_ha.feed.producer import run_configured_feed, with_overrides
+    from pricing_ha.member.health import broker_check, health_in_thread, write_health_file
+    from pricing_ha.telemetry import HealthServer, setup_telemetry
+
+    with guarded(), stop_requested() as should_stop, contextlib.ExitStack() as stack:
+        cfg = with_az(
+            with_overrides(
+                load_cli_config(config, bootstrap), instruments=instruments, rate_hz=rate, seed=seed
+            ),
+            az,
+        )
+        telemetry = setup_telemetry(
+            cfg, service_role="feed", group=None, member=socket.gethostname(), set_global=True
+        )
+        stack.callback(telemetry.shutdown)
+        if health_port is not None or health_file is not None:
+            server = HealthServer(
+                cfg.health.host, health_port or 0, metrics=telemetry.prometheus_text
+            )
+            server.add_check("broker", broker_check(cfg))
+            stack.enter_context(health_in_thread(server))
+            typer.echo(f"health: {server.url}/healthz /readyz /metrics")
+            if health_file is not None:
+                write_health_file(health_file, server.url, role="feed")
+        summary = run_configured_feed(
+            cfg,
+            replay=replay,
+            count=count,
+            duration_s=duration,
+            summary_out=summary_out,
+            should_stop=should_stop,
+            echo=typer.echo,
+            price_path=telemetry.price_path(),
+        )
+    if not summary.ok:
+        typer.echo("error: not every quote was delivered", err=True)
+        raise typer.Exit(1)
