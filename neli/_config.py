@@ -51,6 +51,11 @@ _OWNED_KEYS = frozenset(
         "session.timeout.ms",
         "auto.offset.reset",
         "enable.partition.eof",
+        # The timing argument (T against S) rests on these: see consumer_settings().
+        "heartbeat.interval.ms",
+        "partition.assignment.strategy",
+        "max.poll.interval.ms",
+        "group.instance.id",
     }
 )
 
@@ -90,6 +95,13 @@ class NeliConfig:
         producer: extra librdkafka settings for the producer only.
         barrier_timeout_ms: how long a rebalance may wait for barrier handlers.
         start_timeout_ms: bound on metadata requests at start.
+        keep_leading_when_isolated: non-exclusive mode only. A member that leads a partition
+            keeps leading it, provisionally, when the broker stops answering (its observations
+            go stale) or its session is lost, until a new assignment arrives or another member
+            has been seen leading the partition for longer than T. A coordinator stall then
+            cannot leave every member of every group leaderless at once (a common-mode
+            failure); the price is more overlap, i.e. duplicate work, while the stall lasts.
+            Off by default (the paper's rule: stale means not leading).
     """
 
     bootstrap_servers: str
@@ -110,6 +122,7 @@ class NeliConfig:
     producer: Mapping[str, str] = field(default_factory=dict)
     barrier_timeout_ms: int = 30_000
     start_timeout_ms: int = 10_000
+    keep_leading_when_isolated: bool = False
 
     def __post_init__(self) -> None:  # noqa: PLR0912 - one flat list of checks reads best
         for name in ("bootstrap_servers", "group_id", "topic", "member_name"):
@@ -145,6 +158,12 @@ class NeliConfig:
                 "threshold_ms",
                 f"exclusive mode needs T + clock skew e < session timeout S, got T={t} ms, "
                 f"e={e} ms, S={s} ms (otherwise two members can lead at once)",
+            )
+        if self.keep_leading_when_isolated and self.mode is Mode.EXCLUSIVE:
+            raise NeliConfigError(
+                "keep_leading_when_isolated",
+                "applies to non-exclusive mode only: an isolated member cannot keep an "
+                "at-most-one guarantee",
             )
         if self.pulse_interval_ms * 3 > t:
             raise NeliConfigError(

@@ -283,6 +283,7 @@ class Neli:
                 age_s={p: fresh[p] for p in sorted(fresh)},
                 why_not={p: r for p in sorted(fresh) if (r := tr.why_not(p, now_mono, now_wall))},
                 stalls=tr.stalls,
+                provisional=tuple(sorted(tr.provisional(now_mono, now_wall))),
             )
 
     # -- events -------------------------------------------------------------------------------
@@ -386,14 +387,15 @@ class Neli:
         self._revoke(partitions, "rebalance")
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._revoke(partitions, "session lost")
+        self._revoke(partitions, "session lost", lost=True)
 
-    def _revoke(self, partitions: list[TopicPartition], reason: str) -> None:
+    def _revoke(self, partitions: list[TopicPartition], reason: str, *, lost: bool = False) -> None:
         with self._lock:
             transitions = self._tracker.revoke(
                 [tp.partition for tp in partitions if tp.topic == self.config.topic],
                 reason,
                 release=not self._stopping.is_set(),
+                lost=lost,
             )
         if not transitions or self._loop is None:
             return

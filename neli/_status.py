@@ -24,6 +24,9 @@ class NeliStatus:
         age_s: per assigned partition, seconds since its last observation (None: never seen).
         why_not: per assigned partition not led, the reason (e.g. ``"stale"``, ``"grace"``).
         stalls: how many times this process was seen to stall longer than the threshold.
+        provisional: partitions in ``led`` held only provisionally (non-exclusive mode with
+            ``keep_leading_when_isolated``: the broker stopped answering or the session was
+            lost).
     """
 
     group: str
@@ -35,3 +38,4 @@ class NeliStatus:
     age_s: Mapping[int, float | None] = field(default_factory=dict)
     why_not: Mapping[int, str] = field(default_factory=dict)
     stalls: int = 0
+    provisional: tuple[int, ...] = ()

@@ -21,6 +21,15 @@ When can leadership no longer be trusted?
   group coordinator but not the partition's broker still sees its own heartbeats return until
   its client declares the session lost, which happens about S after its last group heartbeat,
   the same moment the coordinator reassigns the partition.
+* **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
+  was leading a partition keeps leading it, *provisionally*, when its observations go stale
+  while the partition is still assigned (the broker stopped answering) or when its session is
+  lost. Provisional leadership ends when a new assignment arrives (the partitions it does not
+  include are then released as after a rebalance: led for T more, the successor having been
+  assigned in that same rebalance), or when another member of the group has been seen leading
+  the partition for longer than T. A stall of the broker or of the group coordinator therefore
+  never leaves a partition without a leader; the price is more overlap (duplicates
+  downstream) while the stall lasts. A planned revocation (a rebalance) is unaffected.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until a grace period T after it
   runs again: while paused its session may have expired and the partition been given away, and
@@ -55,6 +64,7 @@ class _Slot:
     state: _State = _State.FOLLOWER
     term_started_wall: float | None = None
     released: str | None = None  # non-exclusive: revoked, leading until it goes stale
+    hold: bool = False  # non-exclusive, keep_leading_when_isolated: released by a session loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,9 @@ class LeadershipTracker:
         self._last_tick: float | None = None
         self._suspect_until = 0.0
         self._leaders: dict[int, Heartbeat] = {}
+        self._hold = config.keep_leading_when_isolated and not self._exclusive
+        #: Per partition: another member of the group seen leading it (id, first, last seen).
+        self._rivals: dict[int, tuple[str, float, float]] = {}
         #: How many stalls longer than the limit were detected.
         self.stalls = 0
 
@@ -101,16 +114,22 @@ class LeadershipTracker:
 
     def assign(self, partitions: Iterable[int], now_mono: float) -> None:
         """The group assigned ``partitions`` to this member (incrementally)."""
-        for p in partitions:
+        given = set(partitions)
+        for p, held in self._slots.items():
+            if held.hold and p not in given:
+                # A new assignment ends provisional leadership: whoever has p now was assigned
+                # it in this rebalance, so lead for T more, as after an ordinary revocation.
+                held.hold, held.fresh = False, now_mono
+        for p in sorted(given):
             slot = self._slots.get(p)
             if slot is not None and slot.released is not None:
-                slot.released = None  # given back while still fresh: the term goes on
+                slot.released, slot.hold = None, False  # given back: the term goes on
             elif slot is None:
                 self._incarnations += 1
                 self._slots[p] = _Slot(assigned_mono=now_mono, incarnation=self._incarnations)
 
     def revoke(
-        self, partitions: Iterable[int], reason: str, *, release: bool = False
+        self, partitions: Iterable[int], reason: str, *, release: bool = False, lost: bool = False
     ) -> list[Transition]:
         """The group took ``partitions`` away; returns REVOKED for those that were led/fenced.
 
@@ -120,11 +139,16 @@ class LeadershipTracker:
             release: in non-exclusive mode, keep leading each partition until its observations
                 go stale (the REVOKED transition then comes from :meth:`evaluate`). Ignored in
                 exclusive mode, where revocation ends leadership at once.
+            lost: the session was lost (not a planned rebalance). With
+                ``keep_leading_when_isolated``, released partitions that were led are then held
+                provisionally until a new assignment arrives (see the module docstring).
         """
         out: list[Transition] = []
         for p in partitions:
-            if release and not self._exclusive and p in self._slots:
-                self._slots[p].released = reason
+            kept = self._slots.get(p)
+            if release and not self._exclusive and kept is not None:
+                kept.released = reason
+                kept.hold = self._hold and lost and kept.state is _State.LEADER
                 continue
             slot = self._slots.pop(p, None)
             if slot is not None and slot.state is not _State.FOLLOWER:
@@ -152,6 +176,11 @@ class LeadershipTracker:
             # groups share the topic; their leaders are not our predecessors.
             for led in hb.led:
                 self._leaders[led] = hb
+                rival = self._rivals.get(led)
+                if rival is None or rival[0] != hb.member_id or now_mono - rival[2] >= self._t:
+                    self._rivals[led] = (hb.member_id, now_mono, now_mono)
+                else:
+                    self._rivals[led] = (rival[0], rival[1], now_mono)
         slot = self._slots.get(partition)
         if slot is None:
             return
@@ -203,11 +232,35 @@ class LeadershipTracker:
             return "no heartbeat yet"
         if self._exclusive and now_mono - slot.assigned_mono < self._t:
             return "grace period"
-        if self._fast:
+        if self._exclusive and self._fast:
             return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"
         if self._exclusive:
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
-        return None if now_mono - slot.fresh < self._t else "heartbeats stale"
+        if now_mono - slot.fresh < self._t and not slot.hold:
+            return None
+        return self._provisional_why_not(partition, slot, now_mono)
+
+    def _provisional_why_not(self, partition: int, slot: _Slot, now_mono: float) -> str | None:
+        """Non-exclusive, past T (or held after a session loss): lead on provisionally?"""
+        stale = "own heartbeat not returned" if self._fast else "heartbeats stale"
+        if not self._hold or slot.state is not _State.LEADER:
+            return stale
+        if slot.released is not None and not slot.hold:
+            return stale  # a planned revocation: released as usual
+        rival = self._rivals.get(partition)
+        if rival is not None and now_mono - rival[2] < self._t and rival[2] - rival[1] >= self._t:
+            return f"{stale}; {rival[0]} has led it for over T"
+        return None
+
+    def provisional(self, now_mono: float, now_wall: float) -> frozenset[int]:
+        """Partitions led only provisionally now (stale or session lost; see the docstring)."""
+        return frozenset(
+            p
+            for p, slot in self._slots.items()
+            if self._hold
+            and self.leads(p, now_mono, now_wall)
+            and (slot.hold or (slot.fresh is not None and now_mono - slot.fresh >= self._t))
+        )
 
     def led(self, now_mono: float, now_wall: float) -> frozenset[int]:
         """Partitions this member leads at this instant."""

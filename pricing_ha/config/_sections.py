@@ -1,7 +1,7 @@
 """The sections of pricing-ha's configuration, one frozen dataclass per TOML table.
 
 Each class validates itself in ``__post_init__`` (ranges, and the cross-field timing rules of
-DESIGN §3) and raises :class:`~pricing_ha.errors.ConfigError` with the key relative to its own
+docs/architecture.md §3) and raises :class:`~pricing_ha.errors.ConfigError` keyed to its own
 table; the loader in :mod:`pricing_ha.config` re-anchors it at the file and full dotted key.
 Import these names from :mod:`pricing_ha.config`.
 """
@@ -105,7 +105,7 @@ class BrokerConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TopicsConfig:
-    """Topic names and layout (DESIGN §2). All topics get the same partition count.
+    """Topic names and layout (docs/architecture.md §2). All topics get the same partition count.
 
     Attributes:
         quotes: market-data input, keyed by instrument. Default ``"md.quotes"``.
@@ -160,7 +160,7 @@ class TopicsConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PublisherNeliConfig:
-    """Leader induction for the publisher groups: non-exclusive mode, so T > S (DESIGN §3).
+    """Leader induction for the publisher groups: non-exclusive, T > S (docs/architecture.md §3).
 
     Attributes:
         session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000 (the embedded
@@ -169,11 +169,19 @@ class PublisherNeliConfig:
         threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
             that every role has at least one leader. Default 4500.
         pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 300.
+        keep_leading_when_isolated: a member keeps publishing the partitions it led,
+            provisionally, through a broker or coordinator stall or a session loss, until a new
+            assignment arrives or another member of its group has led them for longer than T
+            (see :class:`neli.NeliConfig`). The group coordinator is shared by both publishing
+            groups, so without this a stall longer than S revokes both groups at once. The
+            cost is duplicates on ``prices.raw`` during the stall, which the relay drops.
+            Default true.
     """
 
     session_timeout_ms: int = 3000
     threshold_ms: int = 4500
     pulse_interval_ms: int = 300
+    keep_leading_when_isolated: bool = True
 
     def __post_init__(self) -> None:
         _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
@@ -200,7 +208,7 @@ def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RelayConfig:
-    """The dedupe relay: exclusive ownership, so T + e < S (DESIGN §3).
+    """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
 
     Attributes:
         session_timeout_ms: S for the relay's group. At least 1000. Default 3000.
@@ -341,7 +349,7 @@ class HealthConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TelemetryConfig:
-    """OpenTelemetry settings (DESIGN §2, Observability).
+    """OpenTelemetry settings (docs/architecture.md §6).
 
     Attributes:
         az: availability zone reported as ``cloud.availability_zone``. Default ``"local"``.

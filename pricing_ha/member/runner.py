@@ -32,7 +32,7 @@ def make_neli(
     member_name: str,
     variant: Variant,
     mode: Mode,
-    **timing: int,
+    **options: int | bool,
 ) -> Neli:
     """A NELI member on the application's NELI topic and broker settings.
 
@@ -42,7 +42,8 @@ def make_neli(
         member_name: shown in heartbeats, status and traces.
         variant: full or fast NELI.
         mode: non-exclusive or exclusive.
-        **timing: ``session_timeout_ms``, ``threshold_ms``, ``pulse_interval_ms``, ...
+        **options: ``session_timeout_ms``, ``threshold_ms``, ``pulse_interval_ms``, ... (any
+            :class:`neli.NeliConfig` field).
     """
     return Neli(
         NeliConfig(
@@ -55,7 +56,7 @@ def make_neli(
             member_name=member_name,
             kafka=dict(cfg.broker.librdkafka),
             start_timeout_ms=cfg.broker.connect_timeout_ms,
-            **timing,  # type: ignore[arg-type]
+            **options,  # type: ignore[arg-type]
         )
     )
 

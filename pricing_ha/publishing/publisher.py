@@ -341,6 +341,7 @@ class Publisher(WorkerMember):
             session_timeout_ms=n.session_timeout_ms,
             threshold_ms=n.threshold_ms,
             pulse_interval_ms=n.pulse_interval_ms,
+            keep_leading_when_isolated=n.keep_leading_when_isolated,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         worker = _QuoteWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)

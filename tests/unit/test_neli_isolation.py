@@ -1,0 +1,154 @@
+"""Non-exclusive NELI riding through isolation (``keep_leading_when_isolated``), and the
+settings NeliConfig reserves for its timing argument."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from neli import EventKind, Mode, NeliConfig, NeliConfigError, Variant
+from neli._tracker import LeadershipTracker
+from tests.unit.neli_tracker_harness import EPS, ME, OTHER, Member, T, make_config
+
+P = 3
+Q = 5
+
+NON_EXCLUSIVE = [
+    pytest.param(Variant.FULL, id="full"),
+    pytest.param(Variant.FAST, id="fast"),
+]
+
+
+def holding_member(variant: Variant, *, hold: bool = True) -> Member:
+    """A non-exclusive member whose tracker has ``keep_leading_when_isolated=hold``."""
+    m = Member(variant, Mode.NON_EXCLUSIVE)
+    m.config = dataclasses.replace(m.config, keep_leading_when_isolated=hold)
+    m.tracker = LeadershipTracker(m.config, ME)
+    m.tracker.tick(m.mono)
+    return m
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_stale_while_assigned_keeps_leading_provisionally(variant: Variant) -> None:
+    """A leader whose heartbeats stop returning keeps leading (provisionally), with no event."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.advance(4 * T)  # the broker answers nothing: no heartbeat comes back
+    assert m.leads(P)
+    assert m.evaluate() == []
+    assert m.tracker.provisional(m.mono, m.wall) == {P}
+    m.beat(P)  # the broker is back
+    assert m.tracker.provisional(m.mono, m.wall) == frozenset()
+    assert m.evaluate() == []
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_without_the_setting_stale_means_fenced(variant: Variant) -> None:
+    """The paper's rule is the default: stale observations end leadership after T."""
+    m = holding_member(variant, hold=False)
+    m.lead(P)
+    m.advance(T + EPS)
+    assert not m.leads(P)
+    assert [t.kind for t in m.evaluate()] == [EventKind.FENCED]
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_session_loss_holds_until_a_new_assignment_then_leads_t_more(variant: Variant) -> None:
+    """After a session loss the member leads until reassigned; a partition not given back is
+    led for T more after that assignment, then revoked."""
+    m = holding_member(variant)
+    m.lead(P)
+    assert m.tracker.revoke([P], "session lost", release=True, lost=True) == []
+    m.advance(5 * T)
+    assert m.leads(P)
+    assert m.evaluate() == []
+    m.assign(Q)  # the rejoin gave this member another partition; P went elsewhere
+    m.advance(T - 0.25)
+    assert m.leads(P)
+    m.advance(0.25)
+    assert not m.leads(P)
+    revoked = [t for t in m.evaluate() if t.partition == P]
+    assert [t.kind for t in revoked] == [EventKind.REVOKED]
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_session_loss_then_same_partition_back_is_one_term(variant: Variant) -> None:
+    """Reassigned the partition it held, the member goes on leading: no event at all."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    m.advance(3 * T)
+    m.assign(P)
+    assert m.leads(P)
+    m.advance(T / 2, beat=P)
+    assert m.leads(P)
+    assert m.evaluate() == []
+    assert m.tracker.assigned() == {P}
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_another_leader_for_longer_than_t_ends_provisional_leadership(variant: Variant) -> None:
+    """Seeing another group member lead the partition for over T makes the member step down."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.lead(Q)
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    elapsed = 0.0
+    while elapsed <= T:  # the rival's heartbeats reach us on Q, naming P as led by it
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=OTHER, led=(P,)))
+        elapsed += 0.25
+        if elapsed < T:
+            assert m.leads(P), elapsed
+    assert not m.leads(P)
+    assert "has led it for over T" in (m.why_not(P) or "")
+    assert [t.kind for t in m.evaluate() if t.partition == P] == [EventKind.REVOKED]
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_planned_revocation_is_released_as_usual(variant: Variant) -> None:
+    """A rebalance (not a session loss) releases the partition T after the last observation."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.revoke(P, release=True)
+    m.advance(T + EPS)
+    assert not m.leads(P)
+    assert [t.kind for t in m.evaluate()] == [EventKind.REVOKED]
+
+
+def test_never_led_partition_is_not_held() -> None:
+    """Only partitions that were led are held: a new assignment with no heartbeat is not led."""
+    m = holding_member(Variant.FULL)
+    m.assign(P)
+    m.advance(3 * T)
+    assert not m.leads(P)
+
+
+def test_exclusive_mode_refuses_the_setting() -> None:
+    """keep_leading_when_isolated with exclusive mode is a config error naming the field."""
+    base = make_config(Variant.FAST, Mode.EXCLUSIVE)
+    with pytest.raises(NeliConfigError, match="keep_leading_when_isolated"):
+        dataclasses.replace(base, keep_leading_when_isolated=True)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "heartbeat.interval.ms",
+        "partition.assignment.strategy",
+        "max.poll.interval.ms",
+        "session.timeout.ms",
+        "group.instance.id",
+    ],
+)
+@pytest.mark.parametrize("section", ["kafka", "consumer"])
+def test_timing_settings_are_reserved(key: str, section: str) -> None:
+    """librdkafka settings the T/S argument rests on cannot be overridden by a passthrough."""
+    with pytest.raises(NeliConfigError, match=key.replace(".", r"\.")):
+        NeliConfig(
+            bootstrap_servers="b:9092",
+            group_id="g",
+            topic="t",
+            **{section: {key: "1"}},  # type: ignore[arg-type]
+        )
