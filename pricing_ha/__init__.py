@@ -8,4 +8,5 @@ from __future__ import annotations
 
 __all__ = ["__version__"]
 
+#: The one place the version is written: pyproject.toml reads it (``dynamic = ["version"]``).
 __version__ = "0.1.0"

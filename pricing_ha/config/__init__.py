@@ -1,6 +1,6 @@
 """pricing-ha configuration: typed, validated, loaded from TOML with environment overrides.
 
-Every option has a default, documented on its section's dataclass (``_config_sections.py``, all
+Every option has a default, documented on its section's dataclass (``_sections.py``, all
 re-exported here) and in ``config/default.toml``, which spells out exactly these defaults for the
 embedded broker. Loading order, later wins:
 

@@ -1,6 +1,6 @@
 """Which partition an instrument lives on: Kafka's default (Java) partitioner, murmur2.
 
-DESIGN §2 makes an instrument's partition ``toPositive(murmur2(utf8(symbol))) mod M`` on every
+docs/architecture.md §2 puts an instrument on ``toPositive(murmur2(utf8(symbol))) mod M`` of every
 keyed topic, so that leading NELI partition k means owning slice k end to end. librdkafka's own
 default is a different hash (``consistent_random``, CRC32), so every producer of keyed data in
 pricing-ha sets :data:`KEYED_PRODUCER_SETTINGS` (``partitioner=murmur2_random``: murmur2 for

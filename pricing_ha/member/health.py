@@ -4,7 +4,8 @@
 (``pricing-ha run``, ``pricing-ha dedupe``) on ``[health] host`` and the role's port, with these
 readiness checks:
 
-* ``broker``: a bootstrap server accepts a TCP connection;
+* ``broker``: a bootstrap server answers a Kafka ApiVersions request (on TLS: accepts a TCP
+  connection);
 * ``neli``: the member has joined its NELI group and neither NELI nor its worker has failed;
 * ``topics``: every topic exists with ``topics.partitions`` partitions (a metadata request).
 

@@ -6,7 +6,7 @@ A quote is a JSON object keyed (Kafka key) by its instrument::
      "source_time_ns": 1717171717000000000}
 
 ``seq`` is the source's per-instrument sequence number: it starts anywhere >= 1 and increases by
-one per quote; it is the dedupe key of the whole pipeline (DESIGN §2). Unknown extra fields are
+one per quote; it is the pipeline's dedupe key (docs/architecture.md §2). Unknown extra fields are
 ignored, so sources may add fields without breaking publishers.
 
 Validation is split in two: :func:`parse_quote` is stateless (one message on its own), and
