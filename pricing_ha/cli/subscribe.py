@@ -71,6 +71,9 @@ def delivery_json(d: Delivery) -> bytes:
     )
 
 
+_STALE_CHECK_S = 0.25  # how often ongoing silences are measured (see check_staleness)
+
+
 def _assigned(sub: Subscriber) -> bool:
     if not sub.started:
         raise RuntimeError("the partitions are not assigned (yet)")
@@ -89,6 +92,7 @@ async def _run(
     tty = sys.stdout.isatty()
     start = time.monotonic()
     next_table = start + refresh_s
+    next_stale_check = start
     async with sub:
         while not should_stop():
             now = time.monotonic()
@@ -98,6 +102,9 @@ async def _run(
             if duration_s is not None:
                 wait = max(0.0, min(wait, start + duration_s - now))
             deliveries = await sub.poll(wait)
+            if time.monotonic() >= next_stale_check:
+                next_stale_check = time.monotonic() + _STALE_CHECK_S
+                sub.stats.check_staleness(time.monotonic())
             if as_json:
                 if deliveries:
                     echo(b"\n".join(delivery_json(d) for d in deliveries).decode())

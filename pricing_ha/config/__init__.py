@@ -37,6 +37,7 @@ from pricing_ha.config._sections import (
     PricingConfig,
     PublisherNeliConfig,
     RelayConfig,
+    SubscriberConfig,
     TelemetryConfig,
     TopicsConfig,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "PricingConfig",
     "PublisherNeliConfig",
     "RelayConfig",
+    "SubscriberConfig",
     "TelemetryConfig",
     "TopicsConfig",
     "default_config_path",
@@ -77,6 +79,7 @@ class AppConfig:
     feed: FeedConfig = field(default_factory=FeedConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
+    subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "PricingConfig",
     "PublisherNeliConfig",
     "RelayConfig",
+    "SubscriberConfig",
     "TelemetryConfig",
     "TopicsConfig",
 ]
@@ -345,6 +346,34 @@ class HealthConfig:
         for name in ("publisher_port", "relay_port", "subscriber_port"):
             port = getattr(self, name)
             _check(0 <= port <= 65_535, self, name, f"must be 0..65535, got {port}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubscriberConfig:
+    """What ``pricing-ha subscribe`` (and the subscriber library) judges a stream by.
+
+    Attributes:
+        max_silence_ms: the staleness bound. The verdict fails (``ok = false``) when any
+            instrument was silent for longer: between two deliveries, or while other
+            instruments were delivered. Set it to the service's promise; 0 turns the check
+            off. Default 30000 (the relay's worst measured fail-over fits under it; see the
+            README's figures).
+    """
+
+    max_silence_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        _check(
+            self.max_silence_ms >= 0,
+            self,
+            "max_silence_ms",
+            f"must be >= 0 (0: no bound), got {self.max_silence_ms}",
+        )
+
+    @property
+    def max_silence_bound_s(self) -> float | None:
+        """The bound in seconds, or ``None`` when the check is off."""
+        return self.max_silence_ms / 1000 if self.max_silence_ms else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,7 +32,9 @@ class InstrumentStats:
         copies_dropped: the redundant A/B copies dropped in direct mode (expected, no defect).
         out_of_order: deliveries whose seq was not above the previous one (must stay 0).
         switches: publisher switches seen (direct mode).
-        max_silence_s: longest time between two consecutive deliveries.
+        max_silence_s: longest time between two consecutive deliveries, or that the instrument
+            was seen silent while others were delivered (see
+            :meth:`SubscriberStats.check_staleness`).
         last_received: monotonic time of the latest delivery, or ``None``.
     """
 
@@ -90,6 +92,8 @@ class SubscriberStats:
     Attributes:
         direct: whether the subscriber arbitrates ``prices.raw`` itself.
         topic: the topic read.
+        max_silence_bound_s: the staleness bound: the verdict fails if any instrument went
+            silent for longer (``None``: no bound).
         instruments: per-instrument figures.
         invalid: records that could not be decoded (or whose headers contradict the value).
         errors: consumer errors reported by librdkafka.
@@ -99,6 +103,7 @@ class SubscriberStats:
 
     direct: bool
     topic: str
+    max_silence_bound_s: float | None = None
     instruments: dict[str, InstrumentStats] = field(default_factory=dict)
     invalid: int = 0
     errors: int = 0
@@ -129,12 +134,41 @@ class SubscriberStats:
         """The longest silence of any instrument."""
         return max((s.max_silence_s for s in self.instruments.values()), default=0.0)
 
+    def check_staleness(self, now: float) -> None:
+        """Counts an instrument's ongoing silence while the topic as a whole is live.
+
+        A silence is only measured between two deliveries by :meth:`InstrumentStats.
+        on_delivered`, so an instrument that stops for good would never show one. Called
+        periodically, this also counts the time an instrument has been silent *while another
+        instrument was delivered meanwhile* (so the end of the feed is not mistaken for an
+        outage).
+        """
+        newest = max(
+            (s.last_received for s in self.instruments.values() if s.last_received is not None),
+            default=None,
+        )
+        if newest is None:
+            return
+        for s in self.instruments.values():
+            if s.last_received is not None and s.last_received < newest:
+                s.max_silence_s = max(s.max_silence_s, min(now, newest) - s.last_received)
+
+    @property
+    def silent_too_long(self) -> list[str]:
+        """Instruments whose longest silence exceeded the staleness bound."""
+        bound = self.max_silence_bound_s
+        if bound is None:
+            return []
+        return sorted(n for n, s in self.instruments.items() if s.max_silence_s > bound)
+
     @property
     def ok(self) -> bool:
-        """No gap, no duplicate, nothing out of order and nothing undecodable."""
-        return not any(
-            self.total(name) for name in ("gaps", "duplicates", "out_of_order")
-        ) and not (self.invalid)
+        """No gap, no duplicate, nothing out of order or undecodable, no silence over the bound."""
+        return (
+            not any(self.total(name) for name in ("gaps", "duplicates", "out_of_order"))
+            and not self.invalid
+            and not self.silent_too_long
+        )
 
     def summary(self) -> dict[str, Any]:
         """The verdict as JSON-ready data (``--summary-out``)."""
@@ -160,6 +194,8 @@ class SubscriberStats:
             "invalid": self.invalid,
             "errors": self.errors,
             "max_silence_s": round(self.max_silence_s, 4),
+            "max_silence_bound_s": self.max_silence_bound_s,
+            "silent_too_long": self.silent_too_long,
             "latency": {
                 "publish_to_receive": percentiles(list(self.publish_latency_s)),
                 "source_to_receive": percentiles(list(self.source_latency_s)),

@@ -208,7 +208,11 @@ class Subscriber:
         # The relay's output is in order already: a 0 s window delivers a jump at once.
         window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
         self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
-        self.stats = SubscriberStats(direct=direct, topic=self.topic)
+        self.stats = SubscriberStats(
+            direct=direct,
+            topic=self.topic,
+            max_silence_bound_s=cfg.subscriber.max_silence_bound_s,
+        )
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="subscriber")
         self._consumer: ConsumerLike | None = None
         self._closed = False

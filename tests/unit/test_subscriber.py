@@ -13,7 +13,7 @@ from pricing_ha.cli.subscribe import delivery_json
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.publishing.pricing import Price, encode_price
-from pricing_ha.subscribing.stats import InstrumentStats, percentiles
+from pricing_ha.subscribing.stats import InstrumentStats, SubscriberStats, percentiles
 from pricing_ha.subscribing.subscriber import Delivery, Subscriber
 
 CFG = AppConfig()
@@ -296,3 +296,47 @@ async def test_table_and_json_line_show_the_delivery() -> None:
         1.05,
     )
     await sub.close()
+
+
+def test_silence_beyond_the_bound_fails_the_verdict() -> None:
+    """A gap in time longer than the staleness bound makes ok False, naming the instrument."""
+    stats = SubscriberStats(direct=False, topic="prices", max_silence_bound_s=2.0)
+    a = stats.instrument("A")
+    a.on_delivered(1, 10.0)
+    a.on_delivered(2, 11.5)
+    assert stats.ok
+    a.on_delivered(3, 14.0)  # silent for 2.5 s
+    assert not stats.ok
+    assert stats.silent_too_long == ["A"]
+    assert stats.summary()["silent_too_long"] == ["A"]
+
+
+def test_an_instrument_that_stops_for_good_is_caught_while_others_flow() -> None:
+    """An instrument silent while another keeps delivering counts as silent (no end delivery)."""
+    stats = SubscriberStats(direct=False, topic="prices", max_silence_bound_s=2.0)
+    stats.instrument("A").on_delivered(1, 10.0)
+    b = stats.instrument("B")
+    for i in range(1, 40):
+        b.on_delivered(i, 10.0 + 0.1 * i)
+        stats.check_staleness(10.0 + 0.1 * i)
+    assert stats.silent_too_long == ["A"]
+    assert not stats.ok
+
+
+def test_the_end_of_the_feed_is_not_an_outage() -> None:
+    """When every instrument stops together, waiting after the end does not fail the verdict."""
+    stats = SubscriberStats(direct=False, topic="prices", max_silence_bound_s=2.0)
+    for name in ("A", "B"):
+        stats.instrument(name).on_delivered(1, 10.0)
+    stats.check_staleness(100.0)
+    assert stats.ok
+
+
+def test_no_bound_means_silence_is_reported_but_not_judged() -> None:
+    """With the bound off, a long silence is in the figures and the verdict stays ok."""
+    stats = SubscriberStats(direct=False, topic="prices", max_silence_bound_s=None)
+    a = stats.instrument("A")
+    a.on_delivered(1, 0.0)
+    a.on_delivered(2, 100.0)
+    assert stats.max_silence_s == 100.0
+    assert stats.ok
