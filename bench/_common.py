@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: machine description and JSON output."""
+"""Shared helpers for the benchmarks: machine description, JSON output, waiting, topic tails."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -55,3 +60,72 @@ def write(name: str, figures: dict[str, Any]) -> Path:
     print(json.dumps(doc, indent=2))
     print(f"written to {path}")
     return path
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) -> bool:
+    """Poll ``cond`` until it holds (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(poll_s)
+    return bool(cond())
+
+
+def consumer(bootstrap: str, group: str | None = None) -> Consumer:
+    """A consumer that commits nothing (of a throwaway group unless ``group`` is given)."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"bench-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            "log.connection.close": False,
+        }
+    )
+
+
+class TopicTail:
+    """Follows topics in a daemon thread, handing each fetch to ``on_batch(records, received)``.
+
+    Every partition of ``topics`` is read from ``start`` (the beginning by default). A fetch
+    waits up to 0.1 s for one record, then takes whatever else has already arrived, so records
+    are handed over soon after they land; ``received`` is the monotonic time just after the
+    fetch. Records with an error are left out; ``on_batch`` runs in the tail's thread.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Iterable[str],
+        partitions: int,
+        on_batch: Callable[[list[Message], float], None],
+        *,
+        start: int = OFFSET_BEGINNING,
+        name: str = "bench-tail",
+    ) -> None:
+        """Start following."""
+        self._on_batch = on_batch
+        self._stop = threading.Event()
+        self._consumer = consumer(bootstrap)
+        self._consumer.assign(
+            [TopicPartition(t, p, start) for t in topics for p in range(partitions)]
+        )
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self._consumer.consume(1, 0.1)
+                if batch:
+                    batch += self._consumer.consume(9999, 0)
+                    received = time.monotonic()
+                    self._on_batch([m for m in batch if m.error() is None], received)
+        finally:
+            self._consumer.close()
+
+    def close(self) -> None:
+        """Stop following."""
+        self._stop.set()
+        self._thread.join(10)

@@ -1,9 +1,9 @@
 """Single-hop broker latency, the reference for the end-to-end figures (run as a process).
 
 ``produce``: a paced producer stamping ``time.time_ns()`` into each value right before
-``produce()`` (absolute schedule, like the feed). ``consume``: a consumer with
-``fetch.wait.max.ms=10`` (like the subscriber and the relay) assigned to the end of the topic,
-taking the receive time after each fetch; it writes n / p50 / p99 / max (ms) as JSON.
+``produce()`` (absolute schedule, like the feed). ``consume``: a :class:`_common.TopicTail`
+(``fetch.wait.max.ms=10``, like the subscriber and the relay) from the end of the topic, taking
+the receive time after each fetch; it writes n / p50 / p99 / max (ms) as JSON.
 
 Run: ``python bench/_hop_probe.py produce BOOTSTRAP TOPIC RATE DURATION_S [LINGER_MS]`` and
 ``python bench/_hop_probe.py consume BOOTSTRAP TOPIC PARTITIONS MAX_S OUT_JSON [SKIP_S]``.
@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from _common import TopicTail, wait_until
+from confluent_kafka import OFFSET_END, Message, Producer
 
 from pricing_ha.subscribing.stats import percentiles
 
@@ -59,34 +59,22 @@ def consume(
     bootstrap: str, topic: str, partitions: int, max_s: float, out: Path, *, skip_s: float
 ) -> None:
     """Receive until idle (5 s after data) or ``max_s``; write latency percentiles."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-hop-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10,
-            "log.connection.close": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
     stamps: list[tuple[int, int]] = []  # (sent ns, received ns)
-    end = time.monotonic() + max_s
-    last_data: float | None = None
+    last_data: list[float] = []
+
+    def keep(msgs: list[Message], received: float) -> None:
+        now = time.time_ns()
+        for msg in msgs:
+            value = msg.value()
+            if isinstance(value, bytes):
+                stamps.append((int(value), now))
+                last_data[:] = [received]
+
+    tail = TopicTail(bootstrap, [topic], partitions, keep, start=OFFSET_END, name="bench-hop")
     try:
-        while time.monotonic() < end:
-            if last_data is not None and time.monotonic() - last_data > 5.0:
-                break
-            msgs = consumer.consume(1, 0.1)
-            if msgs:
-                msgs += consumer.consume(999, 0)
-            now = time.time_ns()
-            for msg in msgs:
-                value = msg.value()
-                if msg.error() is None and isinstance(value, bytes):
-                    stamps.append((int(value), now))
-                    last_data = time.monotonic()
+        wait_until(lambda: bool(last_data) and time.monotonic() - last_data[0] > 5.0, max_s)
     finally:
-        consumer.close()
+        tail.close()
     first = min((s for s, _ in stamps), default=0)
     kept = [(r - s) / 1e9 for s, r in stamps if s >= first + skip_s * 1e9]
     doc = {"received": len(stamps), "skipped_first_s": skip_s, **percentiles(kept)}

@@ -11,16 +11,16 @@ from __future__ import annotations
 import bisect
 import os
 import subprocess
-import threading
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from _common import TopicTail, wait_until
+from confluent_kafka import Message
 
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.verdict import Verdict, judge
 
 MEMBER_NAMES = "abcd"
 
@@ -84,45 +84,20 @@ class TopicCounter:
         self.counts = dict.fromkeys(topics, 0)
         now = time.monotonic()
         self.samples: dict[str, list[tuple[float, int]]] = {t: [(now, 0)] for t in topics}
-        self._stop = threading.Event()
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-count-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-                "log.connection.close": False,
-            }
-        )
-        self._consumer.assign(
-            [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in range(partitions)]
-        )
-        self._thread = threading.Thread(target=self._run, name="bench-count", daemon=True)
-        self._thread.start()
+        self._tail = TopicTail(bootstrap, topics, partitions, self._count, name="bench-count")
 
-    def _run(self) -> None:
-        consumer = self._consumer
-        try:
-            while not self._stop.is_set():
-                batch = consumer.consume(1, 0.1)
-                if batch:
-                    batch += consumer.consume(9999, 0)
-                now = time.monotonic()
-                seen: set[str] = set()
-                for msg in batch:
-                    if msg.error() is None:
-                        topic = msg.topic() or ""
-                        self.counts[topic] += 1
-                        seen.add(topic)
-                for topic in seen:
-                    self.samples[topic].append((now, self.counts[topic]))
-        finally:
-            consumer.close()
+    def _count(self, batch: list[Message], received: float) -> None:
+        seen: set[str] = set()
+        for msg in batch:
+            topic = msg.topic() or ""
+            self.counts[topic] += 1
+            seen.add(topic)
+        for topic in seen:
+            self.samples[topic].append((received, self.counts[topic]))
 
     def close(self) -> None:
         """Stop counting."""
-        self._stop.set()
-        self._thread.join(10)
+        self._tail.close()
 
     def reached(self, topic: str, n: float) -> float | None:
         """The monotonic time at which ``topic`` first had ``n`` records (None if not yet)."""
@@ -156,14 +131,28 @@ class TopicCounter:
         return self.counts[topic] >= n
 
 
-def wait_until(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) -> bool:
-    """Poll ``cond`` until it holds (True) or ``timeout_s`` passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(poll_s)
-    return bool(cond())
+def exactly_once(cluster: PricingCluster, wait_s: float = 0.0) -> dict[str, Any]:
+    """Judge ``prices`` against the feed (retrying for up to ``wait_s`` until it is exactly once).
+
+    Returns the verdict's counts, summed over the instruments.
+    """
+    expected = cluster.expected()
+    verdicts: list[Verdict] = []
+
+    def ok() -> bool:
+        verdicts.append(judge(expected, cluster.read("prices")))
+        return verdicts[-1].ok
+
+    wait_until(ok, wait_s, poll_s=1.0)
+    v = verdicts[-1]
+    return {
+        "ok": v.ok,
+        "expected": sum(i.expected for i in v.instruments),
+        "delivered": sum(i.delivered for i in v.instruments),
+        "duplicates": sum(i.duplicates for i in v.instruments),
+        "missing": sum(i.missing for i in v.instruments),
+        "out_of_order": sum(i.out_of_order for i in v.instruments),
+    }
 
 
 def foreign_processes() -> list[str]:

@@ -51,13 +51,19 @@ from confluent_kafka.cimpl import NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import write
-from _pipeline import TopicCounter, code_version, foreign_processes, start_feed, start_pipeline
+from _pipeline import (
+    TopicCounter,
+    code_version,
+    exactly_once,
+    foreign_processes,
+    start_feed,
+    start_pipeline,
+)
 
 from pricing_ha.config import AppConfig
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
-from pricing_ha.local.verdict import judge
 
 INSTRUMENTS = 100
 PROBE = Path(__file__).resolve().parent / "_hop_probe.py"
@@ -74,18 +80,6 @@ def _foreign() -> int:
 
 def _r(x: float | None, nd: int = 0) -> float | None:
     return None if x is None else round(x, nd)
-
-
-def _verdict(cluster: PricingCluster) -> dict[str, Any]:
-    v = judge(cluster.expected(), cluster.read("prices"))
-    return {
-        "ok": v.ok,
-        "expected": sum(i.expected for i in v.instruments),
-        "delivered": sum(i.delivered for i in v.instruments),
-        "duplicates": sum(i.duplicates for i in v.instruments),
-        "missing": sum(i.missing for i in v.instruments),
-        "out_of_order": sum(i.out_of_order for i in v.instruments),
-    }
 
 
 def unpaced(bootstrap: str, n: int, members: int) -> dict[str, Any]:
@@ -133,7 +127,7 @@ def unpaced(bootstrap: str, n: int, members: int) -> dict[str, Any]:
             "feed_start_to_last_price_s": _r(last - t0, 2) if last else None,
         }
         print(f"  unpaced: {json.dumps(out)}", flush=True)
-        out["exactly_once"] = _verdict(c)
+        out["exactly_once"] = exactly_once(c)
         print(f"  unpaced exactly-once: {out['exactly_once']}", flush=True)
     return out
 

@@ -22,7 +22,7 @@ from confluent_kafka.cimpl import NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import summary, write
+from _common import summary, wait_until, write
 
 from pricing_ha.local import leadership_log
 from pricing_ha.local.broker import EmbeddedBroker
@@ -36,15 +36,6 @@ def _led_now(workdir: Path, name: str) -> set[int]:
     log = leadership_log.load(workdir / f"{name}.jsonl", name)
     end = log.last_seen or 0.0
     return {p for p, runs in log.runs.items() if runs and runs[-1][1] >= end}
-
-
-def _wait(cond: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: int) -> list[float]:
@@ -81,12 +72,13 @@ def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: i
         for _ in range(3):
             spawn()
         for i in range(rounds):
-            ok = _wait(
+            ok = wait_until(
                 lambda: (
                     set().union(*(_led_now(workdir, n) for n in live)) == set(range(M))
                     and all(_led_now(workdir, n) for n in live)
                 ),
                 90,
+                poll_s=0.05,
             )
             if not ok:
                 print(f"  round {i}: group did not settle; skipping", flush=True)
@@ -97,9 +89,10 @@ def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: i
             killed_at = time.monotonic()
             live.pop(victim).kill()
             survivors = list(live)
-            _wait(
+            wait_until(
                 lambda s=survivors, ps=parts: set().union(*(_led_now(workdir, n) for n in s)) >= ps,
                 60,
+                poll_s=0.05,
             )
             logs = [leadership_log.load(workdir / f"{n}.jsonl", n) for n in survivors]
             times = [leadership_log.first_led_after(logs, p, killed_at) for p in parts]

@@ -34,18 +34,16 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import summary, write
+from _common import TopicTail, summary, wait_until, write
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing, wait_for
@@ -65,34 +63,15 @@ class Tail:
     def __init__(self, cluster: PricingCluster) -> None:
         """Start following from the beginning of the topic."""
         self.last: dict[tuple[str, str], int] = {}
-        self._stop = threading.Event()
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "group.id": f"bench-tail-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 50,
-                "log.connection.close": False,
-            }
+        self._tail = TopicTail(
+            cluster.bootstrap, [cluster.topics["raw"]], cluster.partitions, self._keep
         )
-        raw = cluster.topics["raw"]
-        self._consumer.assign(
-            [TopicPartition(raw, p, OFFSET_BEGINNING) for p in range(cluster.partitions)]
-        )
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                for msg in self._consumer.consume(1000, 0.1):
-                    if msg.error() is not None:
-                        continue
-                    h = dict(msg.headers() or ())
-                    key = (h["group"].decode(), h["member"].decode())
-                    self.last[key] = max(self.last.get(key, 0), int(h["publish_ns"]))
-        finally:
-            self._consumer.close()
+    def _keep(self, batch: list[Message], _received: float) -> None:
+        for msg in batch:
+            h = dict(msg.headers() or ())
+            key = (h["group"].decode(), h["member"].decode())
+            self.last[key] = max(self.last.get(key, 0), int(h["publish_ns"]))
 
     def all_recent(self, members: list[tuple[str, str]], within_s: float = 1.0) -> bool:
         """Whether every one of ``members`` published within the last ``within_s``."""
@@ -101,8 +80,7 @@ class Tail:
 
     def close(self) -> None:
         """Stop following."""
-        self._stop.set()
-        self._thread.join(10)
+        self._tail.close()
 
 
 def _first(records: list[Record], group: str | None = None) -> _Pairs:
@@ -140,16 +118,19 @@ def _worst_per_instrument(gaps: dict[tuple[str, int], float]) -> dict[str, float
 def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> float:
     """Wait until all four members have been publishing for S seconds (and 2S since start)."""
     members = [(cluster.group(g), m) for g in ("p1", "p2") for m in ("a", "b")]
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if tail.all_recent(members):
-            since = time.time_ns()
-            time.sleep(S)
-            if tail.all_recent(members):
-                time.sleep(max(0.0, started + 2 * S - time.monotonic()))
-                return since
-        time.sleep(0.2)
-    raise AssertionError(f"the members did not all publish within 90 s: {tail.last}")
+    since: list[int] = []
+
+    def held() -> bool:
+        if not tail.all_recent(members):
+            return False
+        since.append(time.time_ns())
+        time.sleep(S)
+        return tail.all_recent(members)
+
+    if not wait_until(held, 90, poll_s=0.2):
+        raise AssertionError(f"the members did not all publish within 90 s: {tail.last}")
+    time.sleep(max(0.0, started + 2 * S - time.monotonic()))
+    return since[-1]
 
 
 def run_once(bootstrap: str, scenario: str, observe_s: float) -> dict[str, Any]:

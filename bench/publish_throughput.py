@@ -25,15 +25,14 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write
+from _common import consumer, wait_until, write
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
@@ -43,33 +42,21 @@ from pricing_ha.publishing.publisher import quotes_group_id
 CASE_TIMEOUT_S = 150.0
 
 
-def _consumer(bootstrap: str, group: str | None = None) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group or f"bench-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-            "log.connection.close": False,
-        }
-    )
-
-
 def _scan(bootstrap: str, topic: str, partitions: int, visit: Any, idle_s: float = 2.0) -> None:
     """Call ``visit(msg)`` for every message of ``topic`` until nothing arrives for ``idle_s``."""
-    consumer = _consumer(bootstrap)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    reader = consumer(bootstrap)
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     last_new = time.monotonic()
     try:
         while time.monotonic() - last_new < idle_s:
-            batch = consumer.consume(10_000, 0.2)
+            batch = reader.consume(10_000, 0.2)
             for msg in batch:
                 if msg.error() is None:
                     visit(msg)
             if batch:
                 last_new = time.monotonic()
     finally:
-        consumer.close()
+        reader.close()
 
 
 def _quote_ends(cluster: PricingCluster) -> tuple[int, dict[int, int]]:
@@ -89,20 +76,19 @@ def _quote_ends(cluster: PricingCluster) -> tuple[int, dict[int, int]]:
 
 def _wait_committed(cluster: PricingCluster, group: str, ends: dict[int, int]) -> bool:
     """Poll the group's committed quote positions until each partition is consumed to its end."""
-    probe = _consumer(cluster.bootstrap, quotes_group_id(cluster.group(group)))
+    probe = consumer(cluster.bootstrap, quotes_group_id(cluster.group(group)))
     quotes = cluster.topics["quotes"]
-    deadline = time.monotonic() + CASE_TIMEOUT_S
+
+    def consumed() -> bool:
+        try:
+            tps = probe.committed([TopicPartition(quotes, p) for p in ends], timeout=5)
+        except Exception as exc:  # noqa: BLE001 - a slow answer: just ask again
+            print(f"  committed(): {exc}", flush=True)
+            return False
+        return all(tp.offset >= ends[tp.partition] for tp in tps)
+
     try:
-        while time.monotonic() < deadline:
-            try:
-                tps = probe.committed([TopicPartition(quotes, p) for p in ends], timeout=5)
-            except Exception as exc:  # noqa: BLE001 - a slow answer: just ask again
-                print(f"  committed(): {exc}", flush=True)
-                continue
-            if all(tp.offset >= ends[tp.partition] for tp in tps):
-                return True
-            time.sleep(0.25)
-        return False
+        return wait_until(consumed, CASE_TIMEOUT_S, poll_s=0.25)
     finally:
         probe.close()
 

@@ -34,26 +34,24 @@ import re
 import signal
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import summary, write
-from _pipeline import code_version, foreign_processes, start_feed, start_pipeline, wait_until
+from _common import TopicTail, summary, wait_until, write
+from _pipeline import code_version, exactly_once, foreign_processes, start_feed, start_pipeline
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.relay import relay_group_id
+from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
-from pricing_ha.local.verdict import judge
 
 INSTRUMENTS = 100
 _TOOK = re.compile(r"relay took partition (\d+) \(rebuilt in ([\d.]+) s\)")
@@ -67,38 +65,13 @@ class PricesTail:
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         """Start following."""
         self.records: dict[int, list[_Rec]] = {p: [] for p in range(partitions)}
-        self._stop = threading.Event()
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-tail-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-                "log.connection.close": False,
-            }
-        )
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self.records])
-        self._thread = threading.Thread(target=self._run, name="bench-tail", daemon=True)
-        self._thread.start()
+        self._tail = TopicTail(bootstrap, [topic], partitions, self._keep)
 
-    def _run(self) -> None:
-        consumer = self._consumer
-        try:
-            while not self._stop.is_set():
-                batch = consumer.consume(1, 0.1)
-                if batch:
-                    batch += consumer.consume(999, 0)
-                for msg in batch:
-                    if msg.error() is not None:
-                        continue
-                    relay = ""
-                    for k, v in msg.headers() or ():
-                        if k == "relay":
-                            relay = v.decode() if isinstance(v, bytes) else (v or "")
-                    p, offset = msg.partition() or 0, msg.offset() or 0
-                    self.records[p].append((offset, msg.timestamp()[1], relay))
-        finally:
-            consumer.close()
+    def _keep(self, batch: list[Message], _received: float) -> None:
+        for msg in batch:
+            relay = header_dict(msg.headers()).get("relay", "")
+            p, offset = msg.partition() or 0, msg.offset() or 0
+            self.records[p].append((offset, msg.timestamp()[1], relay))
 
     def latest(self) -> dict[int, _Rec]:
         """The latest record of each partition that has one."""
@@ -106,8 +79,7 @@ class PricesTail:
 
     def close(self) -> None:
         """Stop following."""
-        self._stop.set()
-        self._thread.join(10)
+        self._tail.close()
 
 
 def _max_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int:
@@ -243,25 +215,6 @@ class Rounds:
         return how
 
 
-def _exactly_once(cluster: PricingCluster) -> dict[str, Any]:
-    """Judge prices against the feed, waiting up to 60 s for the relays to catch up."""
-    expected = cluster.expected()
-    deadline = time.monotonic() + 60
-    while True:
-        v = judge(expected, cluster.read("prices", idle_s=1.0))
-        if v.ok or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
-    return {
-        "ok": v.ok,
-        "expected": sum(i.expected for i in v.instruments),
-        "delivered": sum(i.delivered for i in v.instruments),
-        "duplicates": sum(i.duplicates for i in v.instruments),
-        "missing": sum(i.missing for i in v.instruments),
-        "out_of_order": sum(i.out_of_order for i in v.instruments),
-    }
-
-
 def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def summ(values: list[float]) -> dict[str, float]:
         return summary(values) if values else {"n": 0}
@@ -305,11 +258,11 @@ def run(bootstrap: str, rounds: int, members: int, hz: float) -> dict[str, Any]:
             feed.terminate()
             feed.wait(60)
             state.close()
-        exactly_once = _exactly_once(c)
-    print(f"  exactly-once: {exactly_once}", flush=True)
+        verdict = exactly_once(c, wait_s=60)  # time for the relays to catch up
+    print(f"  exactly-once: {verdict}", flush=True)
     return {
         **_figures(rows),
-        "exactly_once": exactly_once,
+        "exactly_once": verdict,
         "stopped_because": state.diagnostic or None,
         "rounds": rows,
     }

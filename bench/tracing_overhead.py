@@ -37,15 +37,14 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write
+from _common import TopicTail, wait_until, write
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
@@ -64,29 +63,20 @@ def _cpu_s(pid: int) -> float:
 
 def _count_prices(cluster: PricingCluster, n: int, deadline: float) -> dict[str, Any]:
     """Consume ``prices`` until ``n`` records arrived (or the deadline): times and relay_ns."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-            "log.connection.close": False,
-        }
-    )
-    topic = cluster.topics["prices"]
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(cluster.partitions)])
     relay_ns: list[int] = []
-    first_seen = last_seen = None
+    seen: list[float] = []  # when the first and the latest records arrived
+
+    def keep(batch: list[Message], received: float) -> None:
+        relay_ns.extend(int(dict(msg.headers() or ())["relay_ns"]) for msg in batch)
+        if batch:
+            seen[:] = [seen[0] if seen else received, received]
+
+    tail = TopicTail(cluster.bootstrap, [cluster.topics["prices"]], cluster.partitions, keep)
     try:
-        while len(relay_ns) < n and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, 0.2):
-                if msg.error() is not None:
-                    continue
-                last_seen = time.monotonic()
-                first_seen = first_seen or last_seen
-                relay_ns.append(int(dict(msg.headers() or ())["relay_ns"]))
+        wait_until(lambda: len(relay_ns) >= n, deadline - time.monotonic(), poll_s=0.05)
     finally:
-        consumer.close()
+        tail.close()
+    first_seen, last_seen = seen or (None, None)
     return {"relay_ns": sorted(relay_ns), "first_seen": first_seen, "last_seen": last_seen}
 
 

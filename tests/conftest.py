@@ -8,7 +8,6 @@ under ``tests/integration`` is marked ``integration`` automatically.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.local.broker import EmbeddedBroker
+from tests.waiting import wait_for
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
@@ -99,13 +99,16 @@ def topic_factory(bootstrap: str, unique_name: Callable[[str], str]) -> Iterator
 
 def _wait_for_partitions(admin: AdminClient, topic: str, partitions: int) -> None:
     """Block until metadata lists ``topic`` with ``partitions`` partitions, or fail the test."""
-    deadline = time.monotonic() + 15
-    seen: int | None = None
-    while time.monotonic() < deadline:
+    seen: dict[str, int] = {}
+
+    def listed() -> bool:
         meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
         if meta is not None and meta.error is None:
-            seen = len(meta.partitions)
-            if seen == partitions:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"topic {topic} has {seen} partitions in metadata, expected {partitions}")
+            seen["partitions"] = len(meta.partitions)
+        return seen.get("partitions") == partitions
+
+    def what() -> str:
+        last = seen.get("partitions", "no")
+        return f"topic {topic} to have {partitions} partitions in metadata (last seen: {last})"
+
+    wait_for(listed, 15, what, interval_s=0.05)

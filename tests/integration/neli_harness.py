@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,16 +14,6 @@ from pricing_ha.local.procs import Proc, ProcessGroup
 #: S for the tests (PRICING_HA_TEST_SESSION_MS). Tansu is stable from 1000 ms; 3000 ms leaves
 #: margin. A real Kafka enforces group.min.session.timeout.ms (6000 by default): match it.
 SESSION_MS = local_cluster.SESSION_MS
-
-
-def wait_until(cond: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> float:
-    """Poll ``cond`` until true; return the monotonic time it became true, or fail."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return time.monotonic()
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
 
 
 @dataclass
@@ -46,8 +35,11 @@ class Cluster:
         mode: str = "non-exclusive",
         session_ms: int = SESSION_MS,
         threshold_ms: int | None = None,
+        trace_file: Path | None = None,
+        az: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Proc:
-        """Start one member process."""
+        """Start one member process (spans to ``trace_file``, if given, tagged with ``az``)."""
         argv = [
             "pricing_ha.local.probe",
             f"--bootstrap={self.bootstrap}",
@@ -61,7 +53,11 @@ class Cluster:
         ]
         if threshold_ms is not None:
             argv.append(f"--threshold-ms={threshold_ms}")
-        proc = self.procs.spawn(name, argv, python_module=True)
+        if trace_file is not None:
+            argv.append(f"--trace-file={trace_file}")
+        if az is not None:
+            argv.append(f"--az={az}")
+        proc = self.procs.spawn(name, argv, env=env, python_module=True)
         self.members[name] = proc
         return proc
 

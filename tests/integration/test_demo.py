@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-from pricing_ha.local.cluster import pricing_cli
 
-
-def test_demo_short_run_has_a_clean_verdict(bootstrap: str, tmp_path: Path) -> None:
+def test_demo_short_run_has_a_clean_verdict(
+    run_demo: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     """The demo injects every fault and still finds each price delivered exactly once."""
-    result = subprocess.run(
-        [
-            *pricing_cli(),
-            "demo",
-            f"--bootstrap={bootstrap}",
-            "--duration=24",
-            "--instruments=8",
-            "--no-live",
-            f"--workdir={tmp_path / 'demo'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
+    result = run_demo("--duration=24", "--instruments=8", timeout=400)
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-2000:]
     assert "VERDICT: OK" in out

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from pricing_ha.errors import EmbeddedBrokerError
 from pricing_ha.local.broker import EmbeddedBroker
+from tests.waiting import wait_for
 
 
 def _pid_exists(pid: int) -> bool:
@@ -59,13 +60,18 @@ def test_round_trip_keeps_key_headers_and_create_time(
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     received: list[Message] = []
-    deadline = time.monotonic() + 15
-    while len(received) < 2 and time.monotonic() < deadline:
+
+    def both_received() -> bool:
         msg = consumer.poll(0.5)
         if msg is not None:
             assert msg.error() is None, msg.error()
             received.append(msg)
-    consumer.close()
+        return len(received) >= 2
+
+    try:
+        wait_for(both_received, 15, "both records", interval_s=0)
+    finally:
+        consumer.close()
 
     assert [(m.key(), m.value()) for m in received] == [(b"k1", b"v1"), (b"k2", b"v2")]
     first, second = received
@@ -107,18 +113,23 @@ def test_group_splits_partitions_and_fires_rebalance_callbacks(
         return consumer
 
     a, b = member("a"), member("b")
-    deadline = time.monotonic() + 30
-    while not (len(owned["a"]) == 2 and len(owned["b"]) == 2) and time.monotonic() < deadline:
+
+    def split() -> bool:
         a.poll(0.05)
         b.poll(0.05)
+        return len(owned["a"]) == 2 and len(owned["b"]) == 2
+
+    def a_owns_all() -> bool:
+        a.poll(0.05)
+        return owned["a"] == {0, 1, 2, 3}
+
+    wait_for(split, 30, lambda: f"a and b to own two partitions each: {owned}", interval_s=0)
     assert owned["a"] | owned["b"] == {0, 1, 2, 3}
     assert not owned["a"] & owned["b"]
     b_had = set(owned["b"])
 
     b.close()
-    deadline = time.monotonic() + 30
-    while owned["a"] != {0, 1, 2, 3} and time.monotonic() < deadline:
-        a.poll(0.05)
+    wait_for(a_owns_all, 30, lambda: f"a to own every partition: {owned}", interval_s=0)
     a_took = set(owned["a"])
     a.close()
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from pricing_ha.cli import app
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.publishing.quotes import Quote, parse_quote
+from tests.waiting import wait_for
 
 M = 4
 
@@ -33,13 +34,15 @@ def read_topic(bootstrap: str, topic: str, until: Callable[[list[Message]], bool
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(M)])
     got: list[Message] = []
-    deadline = time.monotonic() + 30
+
+    def read_one() -> bool:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg)
+        return until(got)
+
     try:
-        while not until(got):
-            assert time.monotonic() < deadline, f"read only {len(got)} messages from {topic}"
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append(msg)
+        wait_for(read_one, 30, lambda: f"more than {len(got)} messages from {topic}", interval_s=0)
     finally:
         consumer.close()
     return got

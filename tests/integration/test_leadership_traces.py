@@ -4,35 +4,24 @@ the dead leader's terms, through the trace contexts carried in NELI heartbeats."
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from neli import Heartbeat, HeartbeatDecodeError, Neli, NeliConfig, trace_leadership
-from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.telemetry import load_spans
-from tests.integration.neli_harness import SESSION_MS
+from tests.integration.neli_harness import SESSION_MS, Cluster
+from tests.waiting import wait_for, wait_for_async
 
 S = SESSION_MS / 1000
 M = 4
 SETTLE_TIMEOUT = 6 * S + 20  # join, rebalance, hand-over (T) on a loaded 2-core machine
-
-
-async def _until(cond: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    """Poll ``cond`` without blocking the event loop (the in-process member runs on it)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s: {what()}")
+POLL_S = 0.1  # without blocking the event loop for long: the in-process member runs on it
 
 
 def _spans_of(path: Path) -> list[dict[str, Any]]:
@@ -49,36 +38,6 @@ def _led_per_file(spans: list[dict[str, Any]]) -> set[int]:
     return {p for p, name in last.items() if name in ("neli.acquired", "neli.resumed")}
 
 
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[ProcessGroup]:
-    """Member processes, stopped by PID at the end of the test."""
-    with ProcessGroup(tmp_path / "logs") as group:
-        yield group
-
-
-def _start_probe(
-    procs: ProcessGroup, bootstrap: str, topic: str, group: str, workdir: Path
-) -> tuple[Proc, Path]:
-    trace_file = workdir / "a-spans.jsonl"
-    proc = procs.spawn(
-        "a",
-        [
-            "pricing_ha.local.probe",
-            f"--bootstrap={bootstrap}",
-            f"--topic={topic}",
-            f"--group={group}",
-            "--name=a",
-            f"--out={workdir / 'a.jsonl'}",
-            f"--session-ms={SESSION_MS}",
-            f"--trace-file={trace_file}",
-            "--az=az-a",
-        ],
-        python_module=True,
-        env={"OTEL_SDK_DISABLED": "false"},
-    )
-    return proc, trace_file
-
-
 def _b_spans(exporter: InMemorySpanExporter, name: str, partition: int) -> list[ReadableSpan]:
     return [
         s
@@ -90,7 +49,7 @@ def _b_spans(exporter: InMemorySpanExporter, name: str, partition: int) -> list[
 
 
 async def test_failover_after_sigkill_links_the_new_leader_to_the_dead_leaders_terms(
-    procs: ProcessGroup,
+    neli_cluster: Callable[..., Cluster],
     bootstrap: str,
     topic_factory: Callable[..., str],
     unique_name: Callable[[str], str],
@@ -99,11 +58,15 @@ async def test_failover_after_sigkill_links_the_new_leader_to_the_dead_leaders_t
     """B's ACQUIRED spans for A's partitions link to A's term spans after A is SIGKILLed."""
     topic = topic_factory(M)
     group = unique_name("g")
-    a, a_file = _start_probe(procs, bootstrap, topic, group, tmp_path)
-    await _until(
+    a_file = tmp_path / "a-spans.jsonl"
+    a = neli_cluster(topic).start(
+        "a", group, trace_file=a_file, az="az-a", env={"OTEL_SDK_DISABLED": "false"}
+    )
+    await wait_for_async(
         lambda: _led_per_file(_spans_of(a_file)) == set(range(M)),
         SETTLE_TIMEOUT,
         lambda: f"A to trace leading every partition\n{a.log_tail()}",
+        interval_s=POLL_S,
     )
 
     exporter = InMemorySpanExporter()
@@ -126,22 +89,24 @@ async def test_failover_after_sigkill_links_the_new_leader_to_the_dead_leaders_t
             a_led, b_led = _led_per_file(_spans_of(a_file)), set(b.led_partitions())
             return bool(a_led and b_led) and a_led | b_led == set(range(M)) and not a_led & b_led
 
-        await _until(
+        await wait_for_async(
             settled,
             SETTLE_TIMEOUT,
             lambda: (
                 f"A and B to share the partitions: A {_led_per_file(_spans_of(a_file))}, "
                 f"B {sorted(b.led_partitions())}\n{a.log_tail()}"
             ),
+            interval_s=POLL_S,
         )
         victim_parts = _led_per_file(_spans_of(a_file))
         a_spans = _spans_of(a_file)
         a.kill()
         a.wait(timeout=10)
-        await _until(
+        await wait_for_async(
             lambda: set(b.led_partitions()) == set(range(M)),
             S + SETTLE_TIMEOUT,
             lambda: f"B to take over {sorted(victim_parts)}; B leads {sorted(b.led_partitions())}",
+            interval_s=POLL_S,
         )
     finally:
         await b.close()
@@ -212,23 +177,22 @@ async def test_heartbeat_meta_providers_are_merged(
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     metas: list[dict[str, Any]] = []
+
+    def read_one() -> bool:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error() is not None:
+            return False
+        try:
+            hb = Heartbeat.decode(msg.value())
+        except HeartbeatDecodeError:
+            return False
+        if hb.member_id == member.member_id:
+            metas.append(dict(hb.meta))
+        return bool(metas)
+
     await member.start()
     try:
-
-        def read() -> None:
-            deadline = time.monotonic() + 20
-            while not metas and time.monotonic() < deadline:
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error() is not None:
-                    continue
-                try:
-                    hb = Heartbeat.decode(msg.value())
-                except HeartbeatDecodeError:
-                    continue
-                if hb.member_id == member.member_id:
-                    metas.append(dict(hb.meta))
-
-        await asyncio.to_thread(read)
+        await asyncio.to_thread(wait_for, read_one, 20, "a heartbeat of the member", interval_s=0)
     finally:
         consumer.close()
         await member.close(handover=False)

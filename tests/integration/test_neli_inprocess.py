@@ -23,6 +23,7 @@ from neli import (
     role_partition,
 )
 from tests.integration.neli_harness import SESSION_MS
+from tests.waiting import wait_for_async
 
 S = SESSION_MS / 1000
 
@@ -36,15 +37,6 @@ def _config(bootstrap: str, topic: str, group: str, name: str, **kw: Any) -> Nel
         session_timeout_ms=SESSION_MS,
         **kw,
     )
-
-
-async def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_role_partition_matches_librdkafka(
@@ -109,8 +101,8 @@ async def test_single_member_leads_every_role_and_reports_events(
     async with Neli(_config(bootstrap, topic, unique_name("g"), "solo")) as neli:
         events: list[LeadershipEvent] = []
         neli.add_barrier(events.append)
-        await _until(lambda: neli.led_partitions() == set(range(m)), 30, "leadership")
-        await _until(lambda: len(events) >= m, 5, "events")
+        await wait_for_async(lambda: neli.led_partitions() == set(range(m)), 30, "leadership")
+        await wait_for_async(lambda: len(events) >= m, 5, "events")
         assert {(e.kind, e.partition) for e in events} == {
             (EventKind.ACQUIRED, p) for p in range(m)
         }
@@ -142,7 +134,7 @@ async def test_revocation_waits_for_barrier_and_leader_tasks(
 
     await first.start()
     tasks = LeaderTasks(first, work)
-    await _until(lambda: running == {0, 1}, 30, "first to lead both partitions")
+    await wait_for_async(lambda: running == {0, 1}, 30, "first to lead both partitions")
     second = Neli(_config(bootstrap, topic, group, "second", mode=Mode.EXCLUSIVE))
     assigned: dict[int, float] = {}
 
@@ -155,7 +147,7 @@ async def test_revocation_waits_for_barrier_and_leader_tasks(
     await second.start()
     watcher = asyncio.create_task(watch_assignment())
     try:
-        await _until(lambda: len(second.led_partitions()) == 1, 30, "second to lead one")
+        await wait_for_async(lambda: len(second.led_partitions()) == 1, 30, "second to lead one")
         (moved,) = second.led_partitions()
         assert moved in stopped, "the old leader's task must have stopped first"
         # The rebalance could not complete (so second could not even be assigned the
@@ -183,14 +175,16 @@ async def test_new_leader_learns_its_predecessor(
     events: list[LeadershipEvent] = []
     b.add_barrier(events.append)
     await a.start()
-    await _until(lambda: a.led_partitions() == {0, 1, 2, 3}, 30, "alpha to lead all")
+    await wait_for_async(lambda: a.led_partitions() == {0, 1, 2, 3}, 30, "alpha to lead all")
     await b.start()
     try:
-        await _until(lambda: len(b.led_partitions()) == 2, 30, "beta to lead two")
-        await _until(lambda: len(a.led_partitions()) == 2, 4 * S, "alpha to give two up")
+        await wait_for_async(lambda: len(b.led_partitions()) == 2, 30, "beta to lead two")
+        await wait_for_async(lambda: len(a.led_partitions()) == 2, 4 * S, "alpha to give two up")
         led_by_a = set(a.led_partitions())
         await a.close()
-        await _until(lambda: b.led_partitions() == {0, 1, 2, 3}, 4 * S + 10, "beta to lead all")
+        await wait_for_async(
+            lambda: b.led_partitions() == {0, 1, 2, 3}, 4 * S + 10, "beta to lead all"
+        )
         taken = [e for e in events if e.kind is EventKind.ACQUIRED and e.partition in led_by_a]
         assert taken, events
         for e in taken:

@@ -7,44 +7,38 @@ lead partition p?", on the shared monotonic clock), never on log text.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pricing_ha.local import leadership_log
-from pricing_ha.local.procs import ProcessGroup
-from tests.integration.neli_harness import SESSION_MS, Cluster, wait_until
+from tests.integration.neli_harness import SESSION_MS, Cluster
+from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 T_NON_EXCLUSIVE = 2 * S  # the library default for non-exclusive mode
 FORM_TIMEOUT = 30.0
 MARGIN = 4.0  # rebalance rounds on a 2-core machine running several members
+POLL_S = 0.05  # waiting on what the members record (every 20 ms)
 
 
-@pytest.fixture
-def cluster_factory(tmp_path: Path, bootstrap: str) -> Iterator[Callable[..., Cluster]]:
-    """Makes clusters on fresh topics; stops every process at the end, even on failure."""
-    groups: list[ProcessGroup] = []
-
-    def make(topic: str, bootstrap_servers: str = bootstrap) -> Cluster:
-        pg = ProcessGroup(tmp_path / f"logs-{len(groups)}")
-        groups.append(pg)
-        return Cluster(pg, bootstrap_servers, topic, tmp_path)
-
-    yield make
-    for pg in groups:
-        pg.close()
+def _until_led(
+    cluster: Cluster, names: list[str], want: set[int], timeout: float, what: str
+) -> float:
+    """Wait until the members between them lead exactly ``want``; return that instant."""
+    return wait_for(
+        lambda: cluster.union_led_now(*names) == want,
+        timeout,
+        lambda: f"{what}\n{cluster.diagnostics()}",
+        interval_s=POLL_S,
+    )
 
 
 def _formed(cluster: Cluster, names: list[str], partitions: int) -> float:
     """Wait until the members between them lead every partition; return that instant."""
-    return wait_until(
-        lambda: cluster.union_led_now(*names) == set(range(partitions)),
-        FORM_TIMEOUT,
-        f"{names} to lead all {partitions} partitions\n{cluster.diagnostics()}",
-    )
+    what = f"{names} to lead all {partitions} partitions"
+    return _until_led(cluster, names, set(range(partitions)), FORM_TIMEOUT, what)
 
 
 def _busiest(cluster: Cluster, names: list[str]) -> str:
@@ -52,11 +46,11 @@ def _busiest(cluster: Cluster, names: list[str]) -> str:
 
 
 def test_non_exclusive_every_partition_led_and_sigkill_taken_over(
-    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+    neli_cluster: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
 ) -> None:
     """Non-exclusive: every partition always has a leader; a SIGKILLed member's are taken over."""
     m = 6
-    cluster = cluster_factory(topic_factory(m))
+    cluster = neli_cluster(topic_factory(m))
     group, names = unique_name("g"), ["a", "b", "c"]
     for n in names:
         cluster.start(n, group)
@@ -68,11 +62,7 @@ def test_non_exclusive_every_partition_led_and_sigkill_taken_over(
     cluster.members[victim].kill()
     live = [n for n in names if n != victim]
     bound = S + T_NON_EXCLUSIVE + MARGIN
-    wait_until(
-        lambda: cluster.union_led_now(*live) == set(range(m)),
-        bound + 5,
-        f"survivors to lead everything\n{cluster.diagnostics()}",
-    )
+    _until_led(cluster, live, set(range(m)), bound + 5, "survivors to lead everything")
     logs = cluster.logs(*live)
     takeovers = {p: leadership_log.first_led_after(logs, p, killed_at) for p in victim_parts}
     measured = {p: round(t - killed_at, 2) for p, t in takeovers.items() if t}
@@ -91,13 +81,13 @@ def test_non_exclusive_every_partition_led_and_sigkill_taken_over(
 @pytest.mark.parametrize("variant", ["full", "fast"])
 def test_exclusive_sigstop_never_two_leaders(
     variant: str,
-    cluster_factory: Callable[..., Cluster],
+    neli_cluster: Callable[..., Cluster],
     topic_factory: Callable[..., str],
     unique_name: Any,
 ) -> None:
     """Exclusive: a member paused past S and resumed never leads alongside its successor."""
     m = 4
-    cluster = cluster_factory(topic_factory(m))
+    cluster = neli_cluster(topic_factory(m))
     group, names = unique_name("g"), ["a", "b", "c"]
     for n in names:
         cluster.start(n, group, variant=variant, mode="exclusive")
@@ -110,10 +100,11 @@ def test_exclusive_sigstop_never_two_leaders(
     cluster.members[victim].pause()
     live = [n for n in names if n != victim]
     # Its partitions must move while it is paused (otherwise there is nothing to race with).
-    wait_until(
+    wait_for(
         lambda: cluster.union_led_now(*live) >= victim_parts,
         S + MARGIN + 2 * S,
-        f"survivors to take over {victim_parts}\n{cluster.diagnostics()}",
+        lambda: f"survivors to take over {victim_parts}\n{cluster.diagnostics()}",
+        interval_s=POLL_S,
     )
     remaining = 2 * S - (time.monotonic() - paused_at)
     if remaining > 0:
@@ -130,11 +121,11 @@ def test_exclusive_sigstop_never_two_leaders(
 
 
 def test_non_exclusive_sigstop_led_again(
-    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+    neli_cluster: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
 ) -> None:
     """Non-exclusive: a paused member's partitions are led by a live member within S + T."""
     m = 4
-    cluster = cluster_factory(topic_factory(m))
+    cluster = neli_cluster(topic_factory(m))
     group, names = unique_name("g"), ["a", "b"]
     for n in names:
         cluster.start(n, group)
@@ -146,11 +137,7 @@ def test_non_exclusive_sigstop_led_again(
     cluster.members[victim].pause()
     live = [n for n in names if n != victim]
     bound = S + T_NON_EXCLUSIVE + MARGIN
-    wait_until(
-        lambda: cluster.union_led_now(*live) == set(range(m)),
-        bound + 5,
-        f"the live member to lead everything\n{cluster.diagnostics()}",
-    )
+    _until_led(cluster, live, set(range(m)), bound + 5, "the live member to lead everything")
     time.sleep(max(0.0, 2 * S - (time.monotonic() - paused_at)))
     cluster.members[victim].resume()
     logs = cluster.logs(*live)
@@ -161,7 +148,7 @@ def test_non_exclusive_sigstop_led_again(
 
 
 def test_fast_fences_itself_when_cut_off_from_the_broker(
-    cluster_factory: Callable[..., Cluster], embedded_broker: Any, unique_name: Any
+    neli_cluster: Callable[..., Cluster], embedded_broker: Any, unique_name: Any
 ) -> None:
     """Fast variant: members cut off from the broker stop leading before S, then come back."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -170,7 +157,7 @@ def test_fast_fences_itself_when_cut_off_from_the_broker(
     topic = unique_name("t")
     admin = AdminClient({"bootstrap.servers": embedded_broker.bootstrap})
     admin.create_topics([NewTopic(topic, m, 1)])[topic].result(timeout=10)
-    cluster = cluster_factory(topic, embedded_broker.bootstrap)
+    cluster = neli_cluster(topic, embedded_broker.bootstrap)
     group, names = unique_name("g"), ["a", "b"]
     for n in names:
         cluster.start(n, group, variant="fast", mode="exclusive")
@@ -179,11 +166,7 @@ def test_fast_fences_itself_when_cut_off_from_the_broker(
     cut_at = time.monotonic()
     embedded_broker.pause()
     try:
-        fenced_at = wait_until(
-            lambda: cluster.union_led_now(*names) == set(),
-            S + MARGIN,
-            f"members to fence themselves\n{cluster.diagnostics()}",
-        )
+        fenced_at = _until_led(cluster, names, set(), S + MARGIN, "members to fence themselves")
     finally:
         embedded_broker.resume()
     logs = cluster.logs()
@@ -193,23 +176,19 @@ def test_fast_fences_itself_when_cut_off_from_the_broker(
     print(f"fenced {last_claim - cut_at:.2f} s after the cut (S = {S} s)")
     print(f"the test saw it {fenced_at - cut_at:.2f} s after the cut")
     assert last_claim - cut_at < S, "a member kept leading for S or more without the broker"
-    wait_until(
-        lambda: cluster.union_led_now(*names) == set(range(m)),
-        FORM_TIMEOUT,
-        f"leadership to come back after the broker resumed\n{cluster.diagnostics()}",
-    )
+    _formed(cluster, names, m)  # leadership comes back after the broker resumed
 
 
 @pytest.mark.parametrize("mode", ["non-exclusive", "exclusive"])
 def test_graceful_close_hands_over(
     mode: str,
-    cluster_factory: Callable[..., Cluster],
+    neli_cluster: Callable[..., Cluster],
     topic_factory: Callable[..., str],
     unique_name: Any,
 ) -> None:
     """SIGTERM leaves the group cleanly and the other member takes over without a crash delay."""
     m = 4
-    cluster = cluster_factory(topic_factory(m))
+    cluster = neli_cluster(topic_factory(m))
     group = unique_name("g")
     cluster.start("a", group, mode=mode)
     cluster.start("b", group, mode=mode)
@@ -221,10 +200,8 @@ def test_graceful_close_hands_over(
     t0 = time.monotonic()
     cluster.members[leaver].terminate()
     assert cluster.members[leaver].wait(timeout=15) == 0
-    done = wait_until(
-        lambda: cluster.led_now(stayer) == set(range(m)),
-        2 * S + T_NON_EXCLUSIVE,
-        f"{stayer} to lead everything\n{cluster.diagnostics()}",
+    done = _until_led(
+        cluster, [stayer], set(range(m)), 2 * S + T_NON_EXCLUSIVE, f"{stayer} to lead everything"
     )
     handover = max(
         (leadership_log.first_led_after([cluster.log(stayer)], p, t0) or done) - t0 for p in moved
@@ -241,11 +218,11 @@ def test_graceful_close_hands_over(
 
 
 def test_two_groups_on_one_topic_are_independent(
-    cluster_factory: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
+    neli_cluster: Callable[..., Cluster], topic_factory: Callable[..., str], unique_name: Any
 ) -> None:
     """A crash in one group does not disturb the leadership of another group on the same topic."""
     m = 4
-    cluster = cluster_factory(topic_factory(m))
+    cluster = neli_cluster(topic_factory(m))
     g1, g2 = unique_name("p1"), unique_name("p2")
     cluster.start("p1a", g1)
     cluster.start("p1b", g1)

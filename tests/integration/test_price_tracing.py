@@ -11,17 +11,16 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pricing_ha.local.cluster import PricingCluster, pricing_cli, wait_for
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.cluster import PricingCluster, pricing_cli
 from pricing_ha.member.health import read_health_file
 from pricing_ha.telemetry import load_spans
 from tests.unit.prometheus_format import parse, value
+from tests.waiting import wait_for
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
 TICK_S = 0.1
@@ -31,21 +30,15 @@ Span = dict[str, Any]
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A cluster whose processes trace every price to JSON-lines files under tmp_path/traces."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.env.update(
-            {
-                "PRICING_HA__TELEMETRY__PRICE_SAMPLE_RATIO": "1",
-                "PRICING_HA__TELEMETRY__TRACES_DIR": str(tmp_path / "traces"),
-                "OTEL_SDK_DISABLED": "false",
-                "OTEL_EXPORTER_OTLP_ENDPOINT": "",
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
-            }
-        )
-        c.create_topics()
-        yield c
+def cluster_env(tmp_path: Path) -> dict[str, str]:
+    """The cluster's processes trace every price to JSON-lines files under tmp_path/traces."""
+    return {
+        "PRICING_HA__TELEMETRY__PRICE_SAMPLE_RATIO": "1",
+        "PRICING_HA__TELEMETRY__TRACES_DIR": str(tmp_path / "traces"),
+        "OTEL_SDK_DISABLED": "false",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
+    }
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -7,32 +7,14 @@ Every check is made on the data: the feed's own summary of what it produced agai
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
-
-from pricing_ha.local.cluster import (
-    PricingCluster,
-    Record,
-    by_group,
-    missing,
-    wait_for,
-)
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing
+from tests.waiting import wait_for
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
 TICK_S = 0.1  # the feed's interval per instrument in these tests (10 Hz)
 CATCH_UP_S = 60.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A pricing configuration on fresh topics; every process is stopped at the end."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.create_topics()
-        yield c
 
 
 def _complete(cluster: PricingCluster, groups: list[str]) -> Callable[[], bool]:

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
-import pytest
 from confluent_kafka import Producer
 
-from pricing_ha.local.cluster import PricingCluster, pricing_cli, wait_for
+from pricing_ha.local.cluster import PricingCluster, pricing_cli
 from pricing_ha.local.procs import ProcessGroup
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A pricing configuration on fresh topics; every process is stopped at the end."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.create_topics()
-        yield c
+from tests.waiting import wait_for
 
 
 def _quote(instrument: str, seq: int, bid: float = 1.1, ask: float = 1.1002) -> bytes:
@@ -82,21 +72,22 @@ def test_bad_config_file_is_refused_with_file_and_key(tmp_path: Path) -> None:
     assert "neli.threshold_ms" in result.stderr
 
 
-def test_partition_count_mismatch_is_refused(tmp_path: Path, bootstrap: str) -> None:
+def test_partition_count_mismatch_is_refused(
+    procs: ProcessGroup, tmp_path: Path, bootstrap: str
+) -> None:
     """Topics with different partition counts: the publisher refuses to start, naming them."""
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        counts = {"quotes": 4, "neli": 4, "raw": 3, "prices": 4, "dlq": 4, "raw_dlq": 4}
-        futures = admin.create_topics([NewTopic(c.topics[r], n, 1) for r, n in counts.items()])
-        for f in futures.values():
-            f.result(timeout=15)
-        time.sleep(0.5)
-        proc = c.publisher("p1", "a")
-        assert proc.wait(60) == 4
-        log = proc.log_tail(50)
-        assert c.topics["raw"] in log
-        assert "3" in log
+    c = PricingCluster(procs, bootstrap, tmp_path)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    counts = {"quotes": 4, "neli": 4, "raw": 3, "prices": 4, "dlq": 4, "raw_dlq": 4}
+    futures = admin.create_topics([NewTopic(c.topics[r], n, 1) for r, n in counts.items()])
+    for f in futures.values():
+        f.result(timeout=15)
+    time.sleep(0.5)
+    proc = c.publisher("p1", "a")
+    assert proc.wait(60) == 4
+    log = proc.log_tail(50)
+    assert c.topics["raw"] in log
+    assert "3" in log

@@ -8,27 +8,14 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record, wait_for
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
+from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1
 RELAY_T_S = 2.0  # relay.threshold_ms default: the grace after a takeover
 CATCH_UP_S = 90.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A pricing configuration on fresh topics; every process is stopped at the end."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.create_topics()
-        yield c
 
 
 def _by_instrument(records: list[Record]) -> dict[str, list[Record]]:
@@ -67,10 +54,7 @@ def _wait_exactly_once(cluster: PricingCluster) -> None:
         ok, state["why"] = _exactly_once(cluster)
         return ok
 
-    try:
-        wait_for(check, CATCH_UP_S, "every seq exactly once on prices")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: {state['why']}") from None
+    wait_for(check, CATCH_UP_S, lambda: f"every seq exactly once on prices: {state['why']}")
 
 
 def _silence(records: list[Record]) -> dict[str, float]:

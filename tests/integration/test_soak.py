@@ -5,46 +5,23 @@ from __future__ import annotations
 import random
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from pricing_ha.local.cluster import SESSION_MS, PricingCluster, pricing_cli, wait_for
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.cluster import SESSION_MS, PricingCluster
 from pricing_ha.local.verdict import judge
+from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A pricing configuration on fresh topics; every process is stopped at the end."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.create_topics()
-        yield c
-
-
-def test_long_demo_has_a_clean_verdict(bootstrap: str, tmp_path: Path) -> None:
+def test_long_demo_has_a_clean_verdict(
+    run_demo: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     """Three minutes of the demo's faults at a higher rate: still every price exactly once."""
-    result = subprocess.run(
-        [
-            *pricing_cli(),
-            "demo",
-            f"--bootstrap={bootstrap}",
-            "--duration=180",
-            "--instruments=40",
-            "--rate=20",
-            "--no-live",
-            f"--workdir={tmp_path / 'demo'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=800,
-        check=False,
-    )
+    result = run_demo("--duration=180", "--instruments=40", "--rate=20", timeout=800)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "VERDICT: OK" in result.stdout
 

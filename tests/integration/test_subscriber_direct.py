@@ -9,31 +9,18 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pricing_ha.config import load_app_config
-from pricing_ha.local.cluster import PricingCluster, by_group, missing, wait_for
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.cluster import PricingCluster, by_group, missing
 from pricing_ha.publishing.publisher import neli_group_id
 from pricing_ha.status import read_status
+from tests.waiting import wait_for
 
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 FEED_S = 14.0
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
 INSTRUMENTS = 10
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, bootstrap: str) -> Iterator[PricingCluster]:
-    """A pricing configuration on fresh topics; every process is stopped at the end."""
-    with ProcessGroup(tmp_path / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, tmp_path)
-        c.create_topics()
-        yield c
 
 
 def _groups_lead_everything(cluster: PricingCluster, groups: list[str]) -> bool:
@@ -95,7 +82,7 @@ def test_direct_subscriber_gets_every_seq_once_across_publisher_faults(
         return sum(map(len, _delivered(sub.log_path.read_text()).values()))
 
     per_s = INSTRUMENTS / TICK_S
-    wait_for(lambda: received() >= per_s * 1.5, 60, "the subscriber to receive", poll=0.05)
+    wait_for(lambda: received() >= per_s * 1.5, 60, "the subscriber to receive", interval_s=0.05)
     p2a.pause()  # P2 loses a member for 2S; P1 covers while P2 rebalances
     time.sleep(2 * S)
     p2a.resume()
@@ -104,7 +91,9 @@ def test_direct_subscriber_gets_every_seq_once_across_publisher_faults(
     assert feed.wait(60) == 0, feed.log_tail()
     expected = cluster.expected()
     total = sum(expected.values())
-    wait_for(lambda: received() >= total, 60, "the subscriber to receive every seq", poll=0.05)
+    wait_for(
+        lambda: received() >= total, 60, "the subscriber to receive every seq", interval_s=0.05
+    )
     sub.terminate()
     assert sub.wait(30) == 0, sub.log_tail()
 

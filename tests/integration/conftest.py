@@ -1,0 +1,75 @@
+"""Fixtures of the integration tests: processes, pricing clusters, NELI clusters, the demo.
+
+Every process a test starts belongs to its ``procs`` group and is stopped (by PID) when the test
+ends, pass or fail. ``cluster`` is a pricing deployment on fresh topics of the session broker;
+a module that needs its processes configured differently overrides ``cluster_env``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pricing_ha.local.cluster import PricingCluster, pricing_cli
+from pricing_ha.local.procs import ProcessGroup
+from tests.integration.neli_harness import Cluster
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[ProcessGroup]:
+    """The test's processes (logs under tmp_path/logs), stopped by PID at the end."""
+    with ProcessGroup(tmp_path / "logs") as group:
+        yield group
+
+
+@pytest.fixture
+def cluster_env() -> dict[str, str]:
+    """Extra environment of every process ``cluster`` starts (none unless a module overrides)."""
+    return {}
+
+
+@pytest.fixture
+def cluster(
+    procs: ProcessGroup, bootstrap: str, tmp_path: Path, cluster_env: dict[str, str]
+) -> PricingCluster:
+    """A pricing configuration on fresh topics; every process is stopped at the end."""
+    c = PricingCluster(procs, bootstrap, tmp_path)
+    c.env.update(cluster_env)
+    c.create_topics()
+    return c
+
+
+@pytest.fixture
+def neli_cluster(procs: ProcessGroup, bootstrap: str, tmp_path: Path) -> Callable[..., Cluster]:
+    """Makes NELI clusters (probe members) on a given topic, of the session broker by default."""
+
+    def make(topic: str, bootstrap_servers: str = bootstrap) -> Cluster:
+        return Cluster(procs, bootstrap_servers, topic, tmp_path)
+
+    return make
+
+
+@pytest.fixture
+def run_demo(bootstrap: str, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Runs ``pricing-ha demo --no-live ARGS`` on the session broker, working in tmp_path/demo."""
+
+    def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                *pricing_cli(),
+                "demo",
+                f"--bootstrap={bootstrap}",
+                *args,
+                "--no-live",
+                f"--workdir={tmp_path / 'demo'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
