@@ -25,9 +25,9 @@ When can leadership no longer be trusted?
   was leading a partition keeps leading it, *provisionally*, when its observations go stale
   while the partition is still assigned (the broker stopped answering) or when its session is
   lost. Provisional leadership ends when a new assignment arrives (the partitions it does not
-  include are then released as after a rebalance: led for T more, the successor having been
-  assigned in that same rebalance), or when another member of the group has been seen leading
-  the partition for longer than T. A stall of the broker or of the group coordinator therefore
+  include are then released by the ordinary rule: led only while fresh, which after a stall
+  they are not), or when another member of the group has been seen leading the partition for
+  longer than T. A stall of the broker or of the group coordinator therefore
   never leaves a partition without a leader; the price is more overlap (duplicates
   downstream) while the stall lasts. A planned revocation (a rebalance) is unaffected.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
@@ -117,9 +117,12 @@ class LeadershipTracker:
         given = set(partitions)
         for p, held in self._slots.items():
             if held.hold and p not in given:
-                # A new assignment ends provisional leadership: whoever has p now was assigned
-                # it in this rebalance, so lead for T more, as after an ordinary revocation.
-                held.hold, held.fresh = False, now_mono
+                # A new assignment ends provisional leadership: the group works again and p
+                # went to another member in this rebalance. The ordinary rule takes over: a
+                # released partition is led while its observations are fresh, and these are
+                # as old as the stall, so the member stops at once instead of overlapping its
+                # successor for longer.
+                held.hold = False
         for p in sorted(given):
             slot = self._slots.get(p)
             if slot is not None and slot.released is not None:

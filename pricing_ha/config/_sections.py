@@ -221,6 +221,17 @@ class RelayConfig:
             before declaring a gap. Default 500: a missing copy costs at most this much delay,
             while a shorter window turns a briefly lagging group into a declared gap (a copy
             arriving after its seq was declared missing cannot be delivered in order).
+
+    Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
+    the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
+    between asking and acting. Here the invariant itself is enforced (T + e < S, checked
+    above), a pause is caught by the stall guard (stall_limit S / 2: a member that was frozen
+    longer waits a grace T before emitting again), and every record is produced only after
+    ``leads()`` says yes at that instant. T = S / 3 = 1000 ms would make an owner fence itself
+    whenever its own heartbeat round trip exceeds 1 s, which on a loaded 2-core machine
+    happens often (self-fencing flaps, each costing a takeover) and buys no safety the checks
+    above do not already give. On real Kafka, whose brokers refuse sessions below
+    ``group.min.session.timeout.ms`` (6000 by default), use S = 6000, T = 4000, e = 500.
     """
 
     session_timeout_ms: int = 3000
