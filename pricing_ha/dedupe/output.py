@@ -12,6 +12,16 @@ publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
   (:func:`pricing_ha.dedupe.failover_spans.trace_switch`), sampled or not;
 * counts prices relayed, latencies (end-to-end from the source time, and the hop from the
   publisher) and staleness per batch, and the arbiters' duplicates and gaps.
+
+A producer that a delivery error shows to be finished
+(:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
+while the broker was paused, after which the embedded broker fences the idempotent producer
+forever) is replaced at the end of the batch
+(:class:`~pricing_ha.kafka.producers.ReplaceableProducer`). Every partition with output that
+failed or was purged with the old producer is reported failed, so the relay starts it over
+(rebuild from ``prices``, re-read ``prices.raw`` from the last commit), but only once the broker
+has answered the new producer (:meth:`RelayOutput.may_resume`): a rebuild against a broker that
+does not answer would find ``prices`` empty.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
@@ -31,6 +41,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import (
@@ -45,6 +56,8 @@ __all__ = ["RelayOutput", "RelayStats"]
 
 log = logging.getLogger("pricing_ha.relay")
 
+_PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers again
+
 
 @dataclass
 class RelayStats:
@@ -57,6 +70,7 @@ class RelayStats:
     takeovers: int = 0
     rebuild_s: list[float] = field(default_factory=list)
     switches: int = 0
+    producer_replacements: int = 0  # wedged output producers replaced (partitions started over)
 
 
 class RelayOutput:
@@ -93,12 +107,9 @@ class RelayOutput:
         self._tally = PriceTally(self._metrics, self._metrics.prices_relayed, stage="relay")
         self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
-        self._fatal = False
-        self._producer = self._make_producer()
-
-    def _make_producer(self) -> Producer:
-        cfg, member = self._cfg, self._member
-        return Producer(
+        self._unproven = False  # replaced, and the broker has not answered the new producer yet
+        self._probed_at = float("-inf")
+        self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": 1, "log.connection.close": False},
                 required={
@@ -110,30 +121,47 @@ class RelayOutput:
                     "message.timeout.ms": max(500, cfg.relay.session_timeout_ms),
                 },
             ),
+            name=f"relay-{member}-prices",
             logger=log,
         )
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is None:
             return
+        # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
         partition = msg.partition()
         self.stats.delivery_failures += 1
         if partition is not None:
             self._failed.add(partition)
-        if err.fatal():
-            self._fatal = True
-        log.error("relay output to partition %s not delivered: %s", partition, err)
 
     def _take_failed(self) -> set[int]:
+        if self.producer.replace_if_wedged() is not None:
+            # The purged records' callbacks have run: their partitions are in _failed too.
+            self.stats.producer_replacements = self.producer.replacements
+            self._unproven = True
         failed, self._failed = self._failed, set()
-        if self._fatal:
-            # A fatal producer error (e.g. the idempotent producer fenced after timeouts)
-            # leaves the producer unusable: replace it; the failed partitions start over.
-            log.error("relay producer failed fatally; replacing it")
-            self._producer.flush(0)
-            self._producer = self._make_producer()
-            self._fatal = False
         return failed
+
+    @property
+    def problem(self) -> str | None:
+        """Why output cannot be delivered now (the producer's problem), or ``None``."""
+        return self.producer.problem
+
+    def may_resume(self) -> bool:
+        """Whether failed partitions may be started over: not until a replaced producer's
+        broker has answered a metadata request (asked at most every ``_PROBE_TIMEOUT_S``)."""
+        if not self._unproven:
+            return True
+        now = time.monotonic()
+        if now - self._probed_at < _PROBE_TIMEOUT_S:
+            return False
+        self._probed_at = now
+        try:
+            self.producer.producer.list_topics(self._cfg.topics.prices, timeout=_PROBE_TIMEOUT_S)
+        except KafkaException:
+            return False
+        self._unproven = False
+        return True
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -169,7 +197,7 @@ class RelayOutput:
             ]
             send: Span | None = None
             if item.trace is None:
-                self._producer.produce(
+                self.producer.produce(
                     topic,
                     key=item.key,
                     value=item.value,
@@ -185,7 +213,7 @@ class RelayOutput:
                     partition=partition,
                     attributes={"pricing_ha.seq": e.seq, "pricing_ha.source": e.source},
                 )
-                self._producer.produce(
+                self.producer.produce(
                     topic,
                     key=item.key,
                     value=item.value,
@@ -247,7 +275,7 @@ class RelayOutput:
     def dead_letter(self, msg: Message, partition: int, offset: int, reason: str) -> None:
         """Send a malformed raw record to the raw dead-letter topic, with the reason."""
         self.stats.dead_lettered += 1
-        self._producer.produce(
+        self.producer.produce(
             self._cfg.topics.raw_dlq,
             key=msg.key(),
             value=msg.value(),
@@ -275,7 +303,7 @@ class RelayOutput:
 
     def flush(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Wait for every record to be acknowledged, report metrics; return failed partitions."""
-        remaining = self._producer.flush(FLUSH_TIMEOUT_S)
+        remaining = self.producer.flush(FLUSH_TIMEOUT_S)
         self._tally.flush()
         self.report(arbiters)
         failed = self._take_failed()
@@ -285,7 +313,7 @@ class RelayOutput:
 
     def poll(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Serve delivery callbacks and report metrics, without waiting (idle time)."""
-        self._producer.poll(0)
+        self.producer.poll(0)
         if self._tally.pending:
             self._tally.flush()
         self.report(arbiters)
@@ -307,4 +335,4 @@ class RelayOutput:
 
     def close(self) -> None:
         """Flush what is still queued."""
-        self._producer.flush(FLUSH_TIMEOUT_S)
+        self.producer.close(FLUSH_TIMEOUT_S)

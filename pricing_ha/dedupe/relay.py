@@ -149,6 +149,14 @@ class _RelayWorker(PartitionWorker):
         self._out.close()
         self.consumer.close()
 
+    def output_problem(self) -> str | None:
+        """Why output to ``prices`` cannot be delivered now, or ``None`` (readiness)."""
+        return self._out.problem
+
+    def may_resume(self) -> bool:
+        """Start failed partitions over only once a replaced producer's broker answers."""
+        return self._out.may_resume()
+
     # -- the hot path -------------------------------------------------------------------------
 
     def process(self, batch: list[Message]) -> None:

@@ -89,7 +89,8 @@ class WorkerMember:
         """A ``/readyz`` check: NELI has joined its group and nothing has failed.
 
         Joined means :meth:`neli.Neli.start` has returned: the NELI topic was checked, the
-        member subscribed to its group and heartbeats.
+        member subscribed to its group and heartbeats. Output that cannot be delivered (the
+        worker's :meth:`~PartitionWorker.output_problem`) also makes the member not ready.
 
         Raises:
             RuntimeError: naming what is not ready (the check's detail).
@@ -100,6 +101,8 @@ class WorkerMember:
             raise RuntimeError("NELI has not joined its group yet")
         if self.worker.error is not None:
             raise RuntimeError(f"the partition worker failed: {self.worker.error!r}")
+        if (problem := self.worker.output_problem()) is not None:
+            raise RuntimeError(f"output cannot be delivered: {problem}")
         done = self._neli_done
         if done is not None and done.done():
             raise RuntimeError("NELI stopped")

@@ -85,6 +85,22 @@ class PartitionWorker(abc.ABC):
         """Flush and close the clients at the end of the thread."""
         self.consumer.close()
 
+    def output_problem(self) -> str | None:
+        """Why this worker's output cannot be delivered now, or ``None`` (a readiness detail).
+
+        Read from other threads (the readiness check); a subclass answers from state its
+        worker thread keeps, e.g. :attr:`pricing_ha.kafka.producers.ReplaceableProducer.problem`.
+        """
+        return None
+
+    def may_resume(self) -> bool:
+        """Whether partitions this worker dropped may be taken up again now (default: yes).
+
+        A subclass returns False while taking a partition up again would be wasted or wrong,
+        e.g. while the broker its replaced producer writes to has not answered yet.
+        """
+        return True
+
     # -- machinery ----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -156,6 +172,8 @@ class PartitionWorker(abc.ABC):
             self.active.discard(partition)
 
     def _reconcile(self) -> None:
+        if self.wanted - self.active and not self.may_resume():
+            return
         for partition in sorted(self.wanted - self.active):
             if self.leads(partition):
                 self.assign(partition)

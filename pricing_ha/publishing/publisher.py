@@ -14,6 +14,12 @@ never from a cached flag. All Kafka work on quotes happens in one worker thread;
 barrier makes a revocation wait until that thread has finished, flushed and committed its
 in-flight batch.
 
+A price producer that a delivery error shows to be finished
+(:func:`~pricing_ha.kafka.producers.producer_is_wedged`, e.g. after records timed out while the
+broker was paused) is replaced after the batch's flush; the records it held fail, so their
+quotes are replayed like any failed output. Until the new producer delivers, the member is not
+ready (:meth:`_QuoteWorker.output_problem`).
+
 Telemetry (:mod:`pricing_ha.telemetry`): a quote whose headers carry a sampled W3C
 ``traceparent`` (the feed sampled it) gets a ``process md.quotes`` span and its price a
 ``send prices.raw`` span, whose context travels on in the price's headers; other quotes create
@@ -30,12 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
 from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
@@ -75,6 +82,7 @@ class PublisherStats:
     not_leader_skips: int = 0
     delivery_failures: int = 0  # records the broker refused or that expired
     flush_timeouts: int = 0  # batches replayed because output was still unacknowledged
+    producer_replacements: int = 0  # wedged price producers replaced (their batches replayed)
     seq_gaps: int = 0
     per_partition: dict[int, int] = field(default_factory=dict)
 
@@ -124,7 +132,9 @@ class _QuoteWorker(PartitionWorker):
             metrics, metrics.prices_published, stage="publish", attributes={"group": group}
         )
         self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
-        self._producer = Producer(
+        # Replaced when a delivery error says it is wedged (pricing_ha.kafka.producers): what
+        # it held is purged, its callbacks mark the partitions failed, and they are replayed.
+        self.producer: ReplaceableProducer[ProducerClient] = ReplaceableProducer(
             broker.client_config(
                 defaults={
                     "linger.ms": 1,
@@ -140,6 +150,7 @@ class _QuoteWorker(PartitionWorker):
                     "client.id": f"{member}-prices",
                 },
             ),
+            name=f"{member}-prices",
             logger=log,
         )
 
@@ -157,8 +168,22 @@ class _QuoteWorker(PartitionWorker):
 
     def close_clients(self) -> None:
         """Flush prices, then close the quote consumer."""
-        self._producer.flush(FLUSH_TIMEOUT_S)
+        self.producer.close(FLUSH_TIMEOUT_S)
         self.consumer.close()
+
+    def idle(self) -> None:
+        """Serve delivery callbacks, so that :meth:`output_problem` clears when all is well."""
+        self.producer.poll(0)
+        self._recover()
+
+    def output_problem(self) -> str | None:
+        """Why prices cannot be delivered now (the price producer's problem), or ``None``."""
+        return self.producer.problem
+
+    def _recover(self) -> None:
+        """Replace a wedged price producer; the purged records' partitions are replayed."""
+        if self.producer.replace_if_wedged() is not None:
+            self.stats.producer_replacements = self.producer.replacements
 
     def process(self, batch: list[Message]) -> None:
         """Price a batch, flush, and commit the quote positions whose output was acknowledged."""
@@ -185,7 +210,7 @@ class _QuoteWorker(PartitionWorker):
             if offset is not None:
                 first.setdefault(partition, offset)
                 done[partition] = offset
-        if self._producer.flush(FLUSH_TIMEOUT_S):
+        if self.producer.flush(FLUSH_TIMEOUT_S):
             # Some output is still unacknowledged: its delivery callbacks have not run, so a
             # failure would not be seen. Nothing of this batch may be committed; replay it.
             self.stats.flush_timeouts += 1
@@ -193,6 +218,9 @@ class _QuoteWorker(PartitionWorker):
             for partition, offset in first.items():
                 prev = self._failed.get(partition)
                 self._failed[partition] = offset if prev is None else min(prev, offset)
+        # Before the commits: the callbacks of records a replaced producer purges mark their
+        # partitions failed too.
+        self._recover()
         self._tally.flush()
         commits = []
         for partition, last in done.items():
@@ -253,7 +281,7 @@ class _QuoteWorker(PartitionWorker):
                 process.set_status(Status(StatusCode.ERROR, exc.reason))
                 process.set_attribute("pricing_ha.dead_letter.reason", exc.reason)
             self.stats.dead_lettered += 1
-            self._producer.produce(
+            self.producer.produce(
                 topics.dlq,
                 key=msg.key(),
                 value=msg.value(),
@@ -287,7 +315,7 @@ class _QuoteWorker(PartitionWorker):
             )
             headers.append((TRACEPARENT, traceparent_of(send)))
             on_delivery = end_on_delivery(send, on_delivery)
-        self._producer.produce(
+        self.producer.produce(
             topics.raw,
             key=quote.instrument.encode(),
             value=encode_price(price),
@@ -304,8 +332,8 @@ class _QuoteWorker(PartitionWorker):
     ) -> Callable[[KafkaError | None, Message], None]:
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
+                # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
                 self.stats.delivery_failures += 1
-                log.error("output for quote %d/%d not delivered: %s", partition, offset, err)
                 prev = self._failed.get(partition)
                 self._failed[partition] = offset if prev is None else min(prev, offset)
 

@@ -44,13 +44,16 @@ class FakeProducer:
         self,
         settings: dict[str, Any],
         partitions: int | None = 4,
+        *,
         fail_seq: int | None = None,
         full_once: bool = False,
         clock: FakeClock | None = None,
+        fail_code: int = KafkaError.MSG_SIZE_TOO_LARGE,
     ) -> None:
         self.settings = settings
         self.partitions = partitions
         self.fail_seq = fail_seq
+        self.fail_code = fail_code
         self.full_once = full_once
         self.clock = clock
         self.sent: list[dict[str, Any]] = []
@@ -68,7 +71,7 @@ class FakeProducer:
         served = len(self.pending)
         for callback, value in self.pending:
             seq = orjson.loads(value)["seq"]
-            err = KafkaError(KafkaError._MSG_TIMED_OUT) if seq == self.fail_seq else None
+            err = KafkaError(self.fail_code) if seq == self.fail_seq else None
             callback(err, None)
         self.pending.clear()
         return served
@@ -77,6 +80,11 @@ class FakeProducer:
         self.flushed = True
         self.poll(0)
         return 0
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        purged, self.pending = self.pending, []
+        for callback, _ in purged:
+            callback(KafkaError(KafkaError._PURGE_QUEUE), None)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         topics = {}
@@ -174,6 +182,33 @@ def test_delivery_failure_stops_the_feed() -> None:
     assert summary.produced < 100
     assert not summary.ok
     assert "seq 3" in summary.errors[0]
+
+
+def test_wedged_producer_is_replaced_and_unacknowledged_quotes_resent_first() -> None:
+    """A timed-out quote replaces the producer; pending quotes go again, in order, before new."""
+    made: list[FakeProducer] = []
+
+    def factory(settings: dict[str, Any]) -> FakeProducer:
+        first = not made  # only the first producer times a quote out
+        made.append(
+            FakeProducer(
+                settings, fail_seq=3 if first else None, fail_code=KafkaError._MSG_TIMED_OUT
+            )
+        )
+        return made[-1]
+
+    clock = FakeClock()
+    summary = run_feed(
+        CFG, quotes(1), rate_hz=0, count=6, clock=clock, sleep=clock.sleep, producer_factory=factory
+    )
+    assert len(made) == 2
+    assert summary.ok
+    assert (summary.delivered, summary.failed) == (6, 0)
+    assert summary.producer_replacements == 1
+    assert "producer replaced 1 times" in summary.render()
+    assert orjson.loads(summary.to_json())["producer_replacements"] == 1
+    seqs = [[orjson.loads(c["value"])["seq"] for c in p.sent] for p in made]
+    assert seqs == [[1, 2, 3], [3, 4, 5, 6]]
 
 
 def test_full_queue_is_retried() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from pricing_ha.config import AppConfig
+from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.publishing.publisher import MESSAGE_TIMEOUT_MS, PublisherStats, _QuoteWorker
 from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry import Telemetry
@@ -24,7 +26,7 @@ class FakeProducer:
         """Acknowledge everything unless told otherwise."""
         self.pending: list[Callable[..., None]] = []
         self.produced: list[dict[str, Any]] = []
-        self.outcome = "ack"  # "ack" | "fail" | "stuck"
+        self.outcome = "ack"  # "ack" | "fail" | "stuck" | "timeout"
 
     def produce(self, topic: str, **kwargs: Any) -> None:
         """Queue one record and remember its delivery callback."""
@@ -36,13 +38,20 @@ class FakeProducer:
         if self.outcome == "stuck":
             return len(self.pending)
         callbacks, self.pending = self.pending, []
+        code = {"fail": KafkaError.MSG_SIZE_TOO_LARGE, "timeout": KafkaError._MSG_TIMED_OUT}
         for callback in callbacks:
-            callback("broker said no" if self.outcome == "fail" else None, None)
+            callback(KafkaError(code[self.outcome]) if self.outcome in code else None, None)
         return 0
 
     def poll(self, timeout: float = 0) -> int:
         """Nothing to serve."""
         return 0
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail every queued record as purged."""
+        callbacks, self.pending = self.pending, []
+        for callback in callbacks:
+            callback(KafkaError(KafkaError._PURGE_QUEUE), None)
 
 
 class FakeConsumer:
@@ -76,7 +85,15 @@ def worker() -> Iterator[_QuoteWorker]:
     )
     real_consumer = w.consumer
     w.consumer = FakeConsumer()  # type: ignore[assignment]
-    w._producer = FakeProducer()  # type: ignore[assignment]
+    made: list[FakeProducer] = []
+
+    def factory(_config: object) -> FakeProducer:
+        made.append(FakeProducer())
+        return made[-1]
+
+    w.producer = ReplaceableProducer(  # type: ignore[assignment]
+        {"enable.idempotence": True}, name="test", logger=logging.getLogger("test"), factory=factory
+    )
     w.assign(0)
     w.active.add(0)
     yield w
@@ -99,7 +116,7 @@ def test_acknowledged_prices_commit_past_their_quotes(worker: _QuoteWorker) -> N
 
 def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWorker) -> None:
     """A failed delivery commits no further than the first failed quote and seeks back to it."""
-    producer: FakeProducer = worker._producer  # type: ignore[assignment]
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     producer.outcome = "fail"
     worker.process([quote(1, 10), quote(2, 11)])
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
@@ -109,7 +126,7 @@ def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWo
 
 def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None:
     """Prices still queued when the flush gives up do not let the position advance."""
-    producer: FakeProducer = worker._producer  # type: ignore[assignment]
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
     worker.process([quote(1, 10), quote(2, 11)])  # acknowledged: committed to 12
     producer.outcome = "stuck"
@@ -124,3 +141,20 @@ def test_records_expire_before_the_flush_gives_up() -> None:
     from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 
     assert MESSAGE_TIMEOUT_MS < FLUSH_TIMEOUT_S * 1000
+
+
+def test_a_wedged_producer_is_replaced_and_its_batch_replayed(worker: _QuoteWorker) -> None:
+    """Timed-out prices replace the producer, replay from the batch, and mark output unready."""
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    first: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+    worker.process([quote(1, 10)])  # acknowledged: committed to 11
+    first.outcome = "timeout"
+    worker.process([quote(2, 11), quote(3, 12)])
+    assert worker.producer.producer is not first
+    assert worker.stats.producer_replacements == 1
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 11), (0, 11)]
+    assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 11)]
+    assert worker.output_problem() is not None
+    worker.process([quote(2, 11), quote(3, 12)])  # the replay, through the new producer
+    assert worker.output_problem() is None
+    assert [(tp.partition, tp.offset) for tp in consumer.commits][-1] == (0, 13)

@@ -1,0 +1,435 @@
+"""Deciding that a producer is wedged, and replacing it, over fake errors and fake producers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.kafka.producers import (
+    ReplaceableProducer,
+    is_idempotent,
+    is_transactional,
+    producer_is_wedged,
+)
+from pricing_ha.member.runner import WorkerMember
+from pricing_ha.member.worker import PartitionWorker
+from pricing_ha.telemetry import Telemetry
+from tests.waiting import wait_for
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+    from neli import Neli
+
+IDEMPOTENT = {"enable.idempotence": True, "message.timeout.ms": 2000}
+
+
+class FakeError:
+    """Quacks like a confluent-kafka ``KafkaError`` (code, name, the three flags, str)."""
+
+    def __init__(
+        self,
+        code: int,
+        *,
+        fatal: bool = False,
+        retriable: bool = False,
+        txn_requires_abort: bool = False,
+    ) -> None:
+        """An error with ``code`` and the given flags."""
+        self._code = code
+        self._fatal = fatal
+        self._retriable = retriable
+        self._abort = txn_requires_abort
+
+    def code(self) -> int:
+        """The error code."""
+        return self._code
+
+    def name(self) -> str:
+        """The code's name, as librdkafka spells it."""
+        return KafkaError(self._code).name()
+
+    def fatal(self) -> bool:
+        """Whether librdkafka flagged the error fatal."""
+        return self._fatal
+
+    def retriable(self) -> bool:
+        """Whether librdkafka flagged the error retriable."""
+        return self._retriable
+
+    def txn_requires_abort(self) -> bool:
+        """Whether the transaction must be aborted."""
+        return self._abort
+
+    def str(self) -> str:
+        """A human-readable description."""
+        return f"fake {self.name()}"
+
+
+def timed_out() -> Any:
+    """What librdkafka reports for a record that outlived message.timeout.ms."""
+    return FakeError(KafkaError._MSG_TIMED_OUT)
+
+
+class FakeProducer:
+    """Keeps each record's delivery callback until the test settles it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        """A producer with nothing queued."""
+        self.config = config
+        self.pending: list[tuple[Callable[[Any, Any], None], Message]] = []
+        self.purged = False
+        self.flush_left = 0  # what flush() reports as still queued
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        """Queue one record."""
+        msg = Message(topic=topic, partition=kwargs.get("partition", 0), value=kwargs.get("value"))
+        self.pending.append((kwargs["on_delivery"], msg))
+
+    def settle(self, *errors: Any) -> None:
+        """Run the oldest callbacks, one per error (``None``: acknowledged), as poll would."""
+        for err in errors:
+            callback, msg = self.pending.pop(0)
+            callback(err, msg)
+
+    def poll(self, timeout: float = 0) -> int:
+        """Serve nothing by itself (the test settles records explicitly)."""
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        """Report ``flush_left`` records as still queued."""
+        return self.flush_left
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail everything still queued, as librdkafka does on the next poll or flush."""
+        self.purged = True
+        queued, self.pending = self.pending, []
+        for callback, msg in queued:
+            callback(FakeError(KafkaError._PURGE_QUEUE), msg)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        """Time zero."""
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        """The current time."""
+        return self.now
+
+
+def make(
+    config: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[ReplaceableProducer[FakeProducer], list[FakeProducer]]:
+    """A replaceable producer over fakes, and the list of fakes it has built."""
+    built: list[FakeProducer] = []
+
+    def factory(cfg: dict[str, Any]) -> FakeProducer:
+        built.append(FakeProducer(cfg))
+        return built[-1]
+
+    slot: ReplaceableProducer[FakeProducer] = ReplaceableProducer(
+        IDEMPOTENT if config is None else config,
+        name="test-prices",
+        logger=logging.getLogger("test.producers"),
+        factory=factory,
+        **kwargs,
+    )
+    return slot, built
+
+
+# -- the classifier ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+    ],
+)
+def test_epoch_rejections_wedge_an_idempotent_producer_without_transactional_id(code: int) -> None:
+    """Fencing-type errors end an idempotent, non-transactional producer (they are not fatal)."""
+    err: Any = FakeError(code)
+    reason = producer_is_wedged(err, idempotent=True, transactional=False)
+    assert reason is not None
+    assert KafkaError(code).name() in reason
+    assert producer_is_wedged(err, idempotent=True, transactional=True) is None
+
+
+def test_a_timeout_wedges_only_an_idempotent_producer() -> None:
+    """_MSG_TIMED_OUT ends an idempotent producer (epoch bumped), not a plain one."""
+    assert producer_is_wedged(timed_out(), idempotent=True, transactional=False) is not None
+    assert producer_is_wedged(timed_out(), idempotent=True, transactional=True) is not None
+    assert producer_is_wedged(timed_out(), idempotent=False, transactional=False) is None
+
+
+def test_any_fatal_error_wedges_any_producer() -> None:
+    """An error librdkafka flags fatal ends the producer whatever its code and settings."""
+    err: Any = FakeError(KafkaError._FENCED, fatal=True)
+    assert producer_is_wedged(err, idempotent=False, transactional=False) == "fatal error _FENCED"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._TRANSPORT, KafkaError.UNKNOWN_TOPIC_OR_PART],
+)
+def test_ordinary_errors_do_not_wedge(code: int) -> None:
+    """A record-level or transient error leaves the producer in service."""
+    err: Any = FakeError(code, retriable=code == KafkaError._TRANSPORT)
+    assert producer_is_wedged(err, idempotent=True, transactional=False) is None
+
+
+def test_the_classifier_accepts_real_kafka_errors() -> None:
+    """confluent-kafka's own KafkaError objects are classified the same way."""
+    assert producer_is_wedged(
+        KafkaError(KafkaError._MSG_TIMED_OUT), idempotent=True, transactional=False
+    )
+    fatal = KafkaError(KafkaError._FENCED, fatal=True)
+    assert producer_is_wedged(fatal, idempotent=False, transactional=False)
+
+
+def test_idempotence_and_transactions_are_read_from_the_config() -> None:
+    """Booleans, librdkafka's string forms and a transactional.id all count."""
+    assert is_idempotent({"enable.idempotence": True})
+    assert is_idempotent({"enable.idempotence": "true"})
+    assert not is_idempotent({"enable.idempotence": "false"})
+    assert not is_idempotent({})
+    assert is_idempotent({"transactional.id": "t1"})
+    assert is_transactional({"transactional.id": "t1"})
+    assert not is_transactional({"enable.idempotence": True})
+
+
+# -- the replaceable producer ------------------------------------------------------------------
+
+
+def test_a_wedged_producer_is_replaced_after_its_callbacks_ran(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A timeout marks it wedged; replacing purges the old one, then calls on_replaced once."""
+    seen: list[tuple[str, Any]] = []
+    replaced: list[str] = []
+    slot, built = make(on_replaced=replaced.append)
+    for i in range(3):
+        slot.produce("t", value=b"x", on_delivery=lambda err, _m, i=i: seen.append((i, err)))
+    old = built[0]
+    old.settle(None, timed_out())
+    assert slot.wedged is not None
+    assert slot.problem is not None
+    assert slot.replacements == 0  # nothing happens inside a delivery callback
+    reason = slot.wedged
+    with caplog.at_level(logging.INFO, logger="test.producers"):
+        assert slot.replace_if_wedged() == reason
+    assert old.purged
+    assert len(built) == 2
+    assert slot.producer is built[1]
+    assert slot.replacements == 1
+    assert slot.wedged is None
+    assert replaced == ["_MSG_TIMED_OUT on an idempotent producer (its epoch is bumped locally)"]
+    assert [(i, None if e is None else e.name()) for i, e in seen] == [
+        (0, None),
+        (1, "_MSG_TIMED_OUT"),
+        (2, "_PURGE_QUEUE"),  # the old producer's last record failed before on_replaced
+    ]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "producer replaced (#1)" in line
+    assert "_MSG_TIMED_OUT" in line
+    assert "1 delivered, 2 failed" in line
+
+
+def test_callbacks_of_the_old_producer_do_not_wedge_the_new_one() -> None:
+    """Errors the old producer reports while it is closed count, but mark nothing wedged."""
+    slot, built = make()
+    slot.produce("t", value=b"x")
+    slot.produce("t", value=b"y")
+    built[0].settle(FakeError(KafkaError.PRODUCER_FENCED))
+    stale, msg = built[0].pending[0]
+    slot.replace_if_wedged()
+    stale(FakeError(KafkaError.PRODUCER_FENCED), msg)  # a straggler of the old producer
+    assert slot.wedged is None
+    assert slot.replace_if_wedged() is None
+    assert len(built) == 2
+    assert slot.failed == 3  # fenced, purged, and the straggler
+
+
+def test_the_first_delivery_of_the_new_producer_clears_the_problem(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a replacement the producer is a problem until it delivers; that is logged once."""
+    clock = Clock()
+    slot, built = make(clock=clock)
+    slot.produce("t", value=b"x")
+    built[0].settle(timed_out())
+    slot.replace_if_wedged()
+    assert slot.problem is not None
+    assert "replaced after" in slot.problem
+    clock.now = 3.5
+    slot.produce("t", value=b"x")
+    with caplog.at_level(logging.INFO, logger="test.producers"):
+        built[1].settle(None)
+    assert slot.problem is None
+    assert slot.recovered_at == 3.5
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+        "test-prices: delivering again, 3.50 s after replacement #1"
+    ]
+
+
+def test_ordinary_failures_keep_the_producer_and_are_logged_at_most_once_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Record-level failures are counted, and summarised in one line per report interval."""
+    clock = Clock()
+    slot, built = make(clock=clock, report_interval_s=10.0)
+    too_large = FakeError(KafkaError.MSG_SIZE_TOO_LARGE)
+    with caplog.at_level(logging.ERROR, logger="test.producers"):
+        for _ in range(5):
+            slot.produce("t", value=b"x")
+            built[0].settle(too_large)
+            slot.poll(0)
+            clock.now += 1
+        clock.now = 11
+        slot.poll(0)
+    assert slot.wedged is None
+    assert slot.replace_if_wedged() is None
+    assert len(built) == 1
+    assert slot.failed == 5
+    assert [r.getMessage() for r in caplog.records] == [
+        "test-prices: 1 records not delivered (MSG_SIZE_TOO_LARGE x1); the producer is kept",
+        "test-prices: 4 records not delivered (MSG_SIZE_TOO_LARGE x4); the producer is kept",
+    ]
+
+
+def test_a_fatal_error_wedges_even_a_plain_producer() -> None:
+    """fatal() ends any producer, idempotent or not."""
+    slot, built = make({"acks": "all"})
+    slot.produce("t", value=b"x")
+    built[0].settle(FakeError(KafkaError._FATAL, fatal=True))
+    assert slot.wedged == "fatal error _FATAL"
+    slot.produce("t", value=b"x")
+    built[0].settle(timed_out())  # not a reason on a non-idempotent producer; first one wins
+    assert slot.wedged == "fatal error _FATAL"
+
+
+def test_an_unfinished_flush_is_a_problem_until_a_quiet_delivery_timeout_passes() -> None:
+    """Records left by flush make the producer not ready; with nothing outstanding it clears."""
+    clock = Clock()
+    slot, built = make(clock=clock)
+    slot.produce("t", value=b"x")
+    built[0].flush_left = 1
+    assert slot.flush(1.0) == 1
+    assert slot.problem == "1 records unacknowledged after 1 s"
+    built[0].flush_left = 0
+    built[0].settle(FakeError(KafkaError._MSG_TIMED_OUT, retriable=False))
+    slot.replace_if_wedged()
+    clock.now = 1.9  # less than message.timeout.ms (2 s) after the replacement
+    slot.poll(0)
+    assert slot.problem is not None
+    clock.now = 2.0
+    slot.poll(0)
+    assert slot.problem is None  # nothing to deliver and nothing failed for 2 s
+
+
+def test_producers_connect_to_every_broker_unless_configured_otherwise() -> None:
+    """Sparse connections are off by default (a replacement gets its id sooner), not forced."""
+    _, built = make()
+    assert built[0].config["enable.sparse.connections"] is False
+    _, built = make({"enable.idempotence": True, "enable.sparse.connections": True})
+    assert built[0].config["enable.sparse.connections"] is True
+
+
+def test_the_owner_may_mark_the_producer_wedged() -> None:
+    """mark_wedged replaces the producer at the next replace_if_wedged; first reason wins."""
+    slot, built = make()
+    assert slot.replace_if_wedged() is None
+    slot.mark_wedged("owner says so")
+    slot.mark_wedged("second opinion")
+    assert slot.replace_if_wedged() == "owner says so"
+    assert len(built) == 2
+    assert slot.message_timeout_s == 2.0
+
+
+# -- the owners: relay output and member readiness ---------------------------------------------
+
+
+class AnsweringProducer(FakeProducer):
+    """A fake whose broker answers metadata requests only once told to."""
+
+    answers = False
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
+        """Metadata, or the error librdkafka raises when the broker does not answer in time."""
+        if not AnsweringProducer.answers:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return object()
+
+
+def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_answers() -> None:
+    """Every partition with purged or failed output starts over, after the broker answers."""
+    out = RelayOutput(
+        AppConfig(),
+        "r1",
+        "pricing.relay.raw",
+        lambda _p: True,
+        stats=RelayStats(),
+        telemetry=Telemetry.noop("test"),
+    )
+    built: list[FakeProducer] = []
+
+    def factory(cfg: dict[str, Any]) -> FakeProducer:
+        built.append(AnsweringProducer(cfg))
+        return built[-1]
+
+    out.producer = ReplaceableProducer(
+        {"enable.idempotence": True}, name="relay", logger=logging.getLogger("t"), factory=factory
+    )
+    AnsweringProducer.answers = False
+    for partition in (0, 1):
+        raw = Message(topic="prices.raw", partition=partition, offset=7, key=b"K", value=b"?")
+        out.dead_letter(raw, partition, 7, "test")
+    built[0].settle(timed_out())  # partition 0's record timed out; partition 1's is in flight
+    assert out.may_resume()  # nothing replaced yet
+    assert out.flush({}) == {0, 1}  # 1's record was purged with the old producer
+    assert out.stats.producer_replacements == 1
+    assert out.problem is not None
+    assert not out.may_resume()  # the broker has not answered the new producer
+    AnsweringProducer.answers = True
+    assert wait_for(out.may_resume, 1.0, "the probe to be asked again", interval_s=0.02)
+
+
+def test_readiness_fails_while_the_worker_reports_an_output_problem() -> None:
+    """A member whose worker cannot deliver its output is not ready, and says why."""
+
+    class Worker(PartitionWorker):
+        problem: str | None = None
+
+        def assign(self, partition: int) -> None:
+            """Nothing to assign."""
+
+        def unassign(self, partition: int) -> None:
+            """Nothing to unassign."""
+
+        def process(self, batch: list[Message]) -> None:
+            """Nothing to process."""
+
+        def output_problem(self) -> str | None:
+            """The scripted problem."""
+            return self.problem
+
+    worker = Worker("w", cast("Consumer", None), lambda _p: True)
+    member = WorkerMember(cast("Neli", SimpleNamespace(add_barrier=lambda _h: None)), worker)
+    member._started = True  # as after start(): NELI joined
+    assert member.readiness()
+    worker.problem = "replaced after _MSG_TIMED_OUT; no delivery since"
+    with pytest.raises(RuntimeError, match="output cannot be delivered: replaced after"):
+        member.readiness()
