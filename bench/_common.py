@@ -51,11 +51,14 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def write(name: str, figures: dict[str, Any]) -> Path:
-    """Write ``figures`` (plus the machine) to bench/results/NAME.json and print them."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write(name: str, figures: dict[str, Any], path: Path | None = None) -> Path:
+    """Write ``figures`` (plus the machine) to bench/results/NAME.json and print them.
+
+    ``path``, when given, is written instead of bench/results/NAME.json (e.g. a smoke run's).
+    """
     doc = {"benchmark": name, "machine": machine(), "figures": figures}
-    path = RESULTS / f"{name}.json"
+    path = path if path is not None else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(doc, indent=2))
     print(f"written to {path}")

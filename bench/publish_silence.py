@@ -1,37 +1,52 @@
-"""Per-instrument silence on the union of both groups' output while publishers are killed.
+"""Per-instrument silence on the union of both groups' output while publishers or the broker fail.
 
 Each run is a fresh :class:`~pricing_ha.local.cluster.PricingCluster` (fresh topics) on one
-embedded broker: two publishing groups of two members each (``p1/a``, ``p1/b``, ``p2/a``,
-``p2/b``, separate OS processes) and the synthetic feed (20 instruments at 20 Hz each). Once all
-four members have been publishing for S seconds, one fault is injected:
+embedded broker that this benchmark starts and owns: two publishing groups of two members each
+(``p1/a``, ``p1/b``, ``p2/a``, ``p2/b``, separate OS processes) and the synthetic feed (20
+instruments at 20 Hz each). Once all four members have been publishing for S seconds, one fault
+is injected (``--scenarios``, default all three):
 
-* ``member``: SIGKILL of ``p1/a`` (its partitions wait for NELI to hand them to ``p1/b``);
-* ``group``: SIGKILL of both ``p2`` members at once (a lost availability zone).
+* ``crash`` (JSON key ``member``): SIGKILL of ``p1/a`` (its partitions wait for NELI to hand
+  them to ``p1/b``);
+* ``az`` (JSON key ``group``): SIGKILL of both ``p2`` members at once (a lost availability zone);
+* ``pause`` (JSON keys ``pause_<P>s``, one per ``--pauses`` length P): SIGSTOP of the broker for
+  P seconds, then SIGCONT (always, in a ``finally``). Publishers keep leading through the stall
+  (``[neli] keep_leading_when_isolated``), so the union should go silent for no more than P.
 
-The feed keeps going for ``--observe-s`` seconds, then stops; once the union is complete both
-topics are read back and judged from the data:
+The feed keeps going for ``--observe-s`` seconds (default 5·S) after the fault (after the SIGCONT
+for a pause), then stops; once the union is complete both topics are read back and judged from
+the data:
 
 * silence: for each instrument, the longest time between the first publications (header
   ``publish_ns``, over both groups) of consecutive seqs, counting only seq pairs whose later
-  publication falls after ``kill - 1 s``; the run's figure is the worst instrument;
+  publication falls after ``fault - 1 s``; the run's figure is the worst instrument;
 * the feed's own gap over the same seq pairs (``source_time_ns`` on ``md.quotes``): the shuffled
   round order makes an instrument's interval vary between ~0 and ~2 ticks, so this, not the
   nominal tick, is what the union's silence should be compared with; ``excess`` is the worst
   (union gap - feed gap) over the same pairs;
-* the same silence measured over a fault-free stretch before the kill (baseline);
+* the same silence measured over a fault-free stretch before the fault (baseline);
 * in ``member`` runs, the silence of ``p1``'s own stream (what the takeover costs a lone group);
+* in pause runs, the resume delay: for each instrument, the time from SIGCONT to the first
+  publication of a seq not published before it (worst instrument; also per group), and the
+  worst silence minus the pause as measured (SIGSTOP to SIGCONT);
 * missing: every (instrument, seq) the feed acknowledged must be on the union.
 
-Broker, feed, members and the benchmark share this machine's cores, so CPU contention shows up
-as silence too: the 1-minute load average at each kill is kept with the figures.
+Every scenario is measured at each session timeout of ``--session-ms`` (default: the
+PricingCluster default, 3000 ms); T is 2·S, as PricingCluster writes ``threshold_ms``.
 
-Run: ``.venv/bin/python bench/publish_silence.py [--runs 5] [--observe-s 15]``
+Broker, feed, members and the benchmark share this machine's cores, so CPU contention shows up
+as silence too: the 1-minute load average at each fault (``load_average_1m_at_kill``, also for
+pauses) and the git commit are kept with the figures.
+
+Run: ``.venv/bin/python bench/publish_silence.py [--runs 5] [--session-ms 3000,6000,10000]
+[--scenarios crash,az,pause] [--pauses 1,3,6] [--observe-s SECONDS] [--out PATH]``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -43,17 +58,27 @@ from confluent_kafka import Message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import TopicTail, summary, wait_until, write
+from _common import RESULTS, TopicTail, summary, wait_until, write
+from _pipeline import code_version, foreign_processes
 
 from pricing_ha.local.broker import EmbeddedBroker
-from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing, wait_for
+from pricing_ha.local.cluster import (
+    SESSION_MS,  # PricingCluster's default S
+    PricingCluster,
+    Record,
+    by_group,
+    missing,
+    wait_for,
+)
 from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 20
 RATE_HZ = 20.0
 TICK_S = 1 / RATE_HZ
-S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
-SCENARIOS = ("member", "group")
+#: --scenarios name -> JSON key (the kill scenarios keep the keys of earlier results).
+SCENARIOS = {"crash": "member", "az": "group", "pause": "pause"}
+PAUSES_S = (1.0, 3.0, 6.0)
+VICTIMS = {"member": ["p1-a"], "group": ["p2-a", "p2-b"]}
 _Pairs = dict[tuple[str, int], int]  # (instrument, seq) -> ns
 
 
@@ -115,8 +140,9 @@ def _worst_per_instrument(gaps: dict[tuple[str, int], float]) -> dict[str, float
     return out
 
 
-def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> float:
+def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> int:
     """Wait until all four members have been publishing for S seconds (and 2S since start)."""
+    s = cluster.session_ms / 1000
     members = [(cluster.group(g), m) for g in ("p1", "p2") for m in ("a", "b")]
     since: list[int] = []
 
@@ -124,20 +150,39 @@ def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> float:
         if not tail.all_recent(members):
             return False
         since.append(time.time_ns())
-        time.sleep(S)
+        time.sleep(s)
         return tail.all_recent(members)
 
     if not wait_until(held, 90, poll_s=0.2):
         raise AssertionError(f"the members did not all publish within 90 s: {tail.last}")
-    time.sleep(max(0.0, started + 2 * S - time.monotonic()))
+    time.sleep(max(0.0, started + 2 * s - time.monotonic()))
     return since[-1]
 
 
-def run_once(bootstrap: str, scenario: str, observe_s: float) -> dict[str, Any]:
-    """One fresh cluster, one fault; return its figures."""
+def _pause_broker(broker: EmbeddedBroker, pause_s: float) -> tuple[int, int]:
+    """SIGSTOP the broker for ``pause_s``, then SIGCONT (always); return both times (ns)."""
+    broker.check_alive()
+    stop_ns = time.time_ns()
+    try:
+        broker.pause()
+        time.sleep(pause_s)
+    finally:
+        broker.resume()
+        cont_ns = time.time_ns()
+    return stop_ns, cont_ns
+
+
+def run_once(
+    broker: EmbeddedBroker,
+    scenario: str,
+    session_ms: int,
+    observe_s: float,
+    pause_s: float = 0.0,
+) -> dict[str, Any]:
+    """One fresh cluster, one fault (``member``, ``group`` or ``pause``); return its figures."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-silence-"))
     with ProcessGroup(workdir / "logs") as procs:
-        c = PricingCluster(procs, bootstrap, workdir)
+        c = PricingCluster(procs, broker.bootstrap, workdir, session_ms=session_ms)
         c.create_topics()
         tail = Tail(c)
         try:
@@ -147,11 +192,13 @@ def run_once(bootstrap: str, scenario: str, observe_s: float) -> dict[str, Any]:
             started = time.monotonic()
             feed = c.feed(instruments=INSTRUMENTS, rate=RATE_HZ, duration=3600)
             settled_ns = _wait_settled(c, tail, started)
-            load_at_kill = os.getloadavg()[0]
-            kill_ns = time.time_ns()
-            victims = ["p1-a"] if scenario == "member" else ["p2-a", "p2-b"]
-            for v in victims:
-                c.members[v].kill()
+            load_at_fault = os.getloadavg()[0]
+            if scenario == "pause":
+                fault_ns, resume_ns = _pause_broker(broker, pause_s)
+            else:
+                fault_ns = resume_ns = time.time_ns()
+                for v in VICTIMS[scenario]:
+                    c.members[v].kill()
             time.sleep(observe_s)
             stop_ns = time.time_ns()
             feed.terminate()
@@ -178,15 +225,59 @@ def run_once(bootstrap: str, scenario: str, observe_s: float) -> dict[str, Any]:
             print(f"  {exc}", flush=True)
         raw = c.read("raw")
         quotes = c.read("quotes")
-    out = _judge(raw, quotes, expected, (settled_ns, kill_ns, stop_ns))
+    out = _judge(raw, quotes, expected, (settled_ns, fault_ns, stop_ns))
     if scenario == "member":
-        lo, hi = kill_ns - 1e9, stop_ns + 5e9
+        lo, hi = fault_ns - 1e9, stop_ns + 5e9
         own = _worst_per_instrument(_gaps(_first(raw, c.group("p1")), lo, hi))
         out["p1_own_worst_silence_s"] = round(max(own.values()), 4) if own else None
         out["p1_missing"] = len(missing(set(by_group(raw, c.group("p1"))), expected))
-    out["load_average_1m_at_kill"] = round(load_at_kill, 2)
+    if scenario == "pause":
+        pause = (resume_ns - fault_ns) / 1e9
+        out["pause_s"] = round(pause, 4)
+        out["worst_silence_minus_pause_s"] = round(out["worst_silence_s"] - pause, 4)
+        out.update(_resume_figures(raw, list(expected), resume_ns, {g: c.group(g) for g in groups}))
+    out["load_average_1m_at_kill"] = round(load_at_fault, 2)
     out["workdir"] = str(workdir)
     return out
+
+
+def _resume_delays(
+    first: _Pairs, instruments: list[str], resume_ns: int
+) -> dict[str, float | None]:
+    """Instrument -> seconds from ``resume_ns`` to its first seq first published after it.
+
+    ``first`` holds first publications, so a seq already published before ``resume_ns`` (e.g.
+    from quotes fetched before the pause) does not count; None: nothing new after ``resume_ns``.
+    """
+    after: dict[str, int] = {}
+    for (instrument, _), ns in first.items():
+        if ns >= resume_ns and ns < after.get(instrument, 2**63):
+            after[instrument] = ns
+    return {i: round((after[i] - resume_ns) / 1e9, 4) if i in after else None for i in instruments}
+
+
+def _resume_figures(
+    raw: list[Record], instruments: list[str], resume_ns: int, groups: dict[str, str]
+) -> dict[str, Any]:
+    """Resume delay on the union (worst and median instrument) and in each group alone."""
+    union = _resume_delays(_first(raw), instruments, resume_ns)
+    known = {i: d for i, d in union.items() if d is not None}
+    per_group: dict[str, float | None] = {}  # worst instrument; None if one had nothing new
+    for name, group in groups.items():
+        own = _resume_delays(_first(raw, group), instruments, resume_ns)
+        got = [d for d in own.values() if d is not None]
+        per_group[name] = max(got) if got and len(got) == len(own) else None
+    silent = sorted(i for i, d in union.items() if d is None)
+    return {
+        # Worst instrument; None if an instrument published nothing new after the SIGCONT.
+        "resume_delay_s": max(known.values()) if known and not silent else None,
+        "resume_delay_instrument": max(known, key=lambda i: known[i]) if known else None,
+        "resume_delay_median_instrument_s": (
+            round(statistics.median(known.values()), 4) if known else None
+        ),
+        "instruments_silent_after_resume": silent,
+        "resume_delay_by_group_s": per_group,
+    }
 
 
 def _judge(
@@ -195,7 +286,7 @@ def _judge(
     expected: dict[str, int],
     times: tuple[int, int, int],
 ) -> dict[str, Any]:
-    """The figures of one run, from the data (``times``: settled, kill and feed stop, ns)."""
+    """The figures of one run, from the data (``times``: settled, fault and feed stop, ns)."""
     settled_ns, kill_ns, stop_ns = times
     union = _first(raw)
     gone = missing(set(union), expected)
@@ -232,61 +323,213 @@ def _judge(
     }
 
 
+def _summary(values: list[Any]) -> dict[str, float] | None:
+    """:func:`summary` of the values that are not None (None if there are none)."""
+    known = [v for v in values if v is not None]
+    return summary(known) if known else None
+
+
+def _figures(key: str, rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summaries over the runs of one scenario at one S, plus the runs themselves."""
+    fig: dict[str, Any] = {
+        name: _summary([r[name] for r in rs])
+        for name in (
+            "worst_silence_s",
+            "feed_worst_gap_s",
+            "worst_excess_over_feed_s",
+            "worst_latency_s",
+            "baseline_worst_silence_s",
+            "load_average_1m_at_kill",
+        )
+    }
+    fig["missing_from_union_total"] = sum(r["missing_from_union"] for r in rs)
+    fig["no_seq_missing"] = all(r["missing_from_union"] == 0 for r in rs)
+    if key == "member":
+        fig["p1_own_worst_silence_s"] = _summary([r["p1_own_worst_silence_s"] for r in rs])
+        fig["p1_missing_total"] = sum(r["p1_missing"] for r in rs)
+    if key.startswith("pause"):
+        for name in ("pause_s", "worst_silence_minus_pause_s", "resume_delay_s"):
+            fig[name] = _summary([r[name] for r in rs])
+        fig["runs_with_an_instrument_silent_after_resume"] = sum(
+            bool(r["instruments_silent_after_resume"]) for r in rs
+        )
+        fig["resume_delay_by_group_s"] = {
+            g: _summary([r["resume_delay_by_group_s"][g] for r in rs]) for g in ("p1", "p2")
+        }
+    fig["per_run"] = rs
+    return fig
+
+
+def _run_line(i: int, key: str, r: dict[str, Any]) -> str:
+    """One run's figures, on one line."""
+    extra = ""
+    if key == "member":
+        extra = f", p1 alone {r['p1_own_worst_silence_s']:.3f} s"
+    if key.startswith("pause"):
+        delay = r["resume_delay_s"]
+        extra = (
+            f", paused {r['pause_s']:.3f} s, silence - pause "
+            f"{r['worst_silence_minus_pause_s']:.3f} s, resume delay "
+            + (f"{delay:.3f} s" if delay is not None else "NONE")
+            + f" ({r['resume_delay_instrument']}; by group {r['resume_delay_by_group_s']})"
+        )
+    base = r["baseline_worst_silence_s"]
+    return (
+        f"run {i} {key}: worst union silence {r['worst_silence_s']:.3f} s "
+        f"({r['worst_instrument']}), feed's worst gap {r['feed_worst_gap_s']:.3f} s, "
+        f"excess {r['worst_excess_over_feed_s']:.3f} s, baseline "
+        + (f"{base:.3f} s" if base is not None else "-")
+        + f"{extra}; missing {r['missing_from_union']} of {r['feed_quotes']} (load "
+        f"{r['load_average_1m_at_kill']:.1f})"
+    )
+
+
+def _table(by_session: dict[str, dict[str, Any]]) -> str:
+    """A compact table of every (S, scenario): min/median/max over the runs."""
+
+    def mmm(fig: dict[str, Any], name: str) -> str:
+        s = fig.get(name)
+        return f"{s['min']:.3f}/{s['median']:.3f}/{s['max']:.3f}" if s else "-"
+
+    def worst(fig: dict[str, Any], name: str) -> str:
+        s = fig.get(name)
+        return f"{s['max']:.3f}" if s else "-"
+
+    head = (
+        f"{'S ms':>6} {'scenario':<10} {'n':>2} {'union silence s':>20} {'-feed max':>9} "
+        f"{'-pause max':>10} {'resume delay s':>20} {'feed gap':>8} {'missing':>7} {'load':>5}"
+    )
+    lines = [
+        "union silence, resume delay: min/median/max over runs of the worst instrument;",
+        "-feed: worst (union gap - feed gap); -pause: worst silence - pause; feed gap: max",
+        head,
+        "-" * len(head),
+    ]
+    for ms, per in by_session.items():
+        for key, fig in per.items():
+            if not isinstance(fig, dict) or "per_run" not in fig:
+                continue
+            load = fig["load_average_1m_at_kill"]
+            lines.append(
+                f"{ms:>6} {key:<10} {len(fig['per_run']):>2} {mmm(fig, 'worst_silence_s'):>20} "
+                f"{worst(fig, 'worst_excess_over_feed_s'):>9} "
+                f"{worst(fig, 'worst_silence_minus_pause_s'):>10} "
+                f"{mmm(fig, 'resume_delay_s'):>20} {worst(fig, 'feed_worst_gap_s'):>8} "
+                f"{fig['missing_from_union_total']:>7} "
+                + (f"{load['median']:>5.1f}" if load else f"{'-':>5}")
+            )
+    return "\n".join(lines)
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _scenarios(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(SCENARIOS)}: got {text!r}")
+    return names
+
+
+def _plan(scenarios: list[str], pauses: list[float]) -> list[tuple[str, str, float]]:
+    """(JSON key, scenario, pause length) of every fault of one run."""
+    plan: list[tuple[str, str, float]] = []
+    for name in scenarios:
+        scenario = SCENARIOS[name]
+        if scenario == "pause":
+            plan += [(f"pause_{p:g}s", scenario, p) for p in pauses]
+        else:
+            plan.append((scenario, scenario, 0.0))
+    return plan
+
+
+def _measure_session(
+    broker: EmbeddedBroker,
+    session_ms: int,
+    plan: list[tuple[str, str, float]],
+    runs: int,
+    observe_s: float,
+) -> dict[str, Any]:
+    """Every fault of ``plan``, ``runs`` times (interleaved) at one S; their figures."""
+    results: dict[str, list[dict[str, Any]]] = {key: [] for key, _, _ in plan}
+    failed: list[dict[str, Any]] = []
+    for i in range(runs):
+        for key, scenario, pause_s in plan:
+            try:
+                r = run_once(broker, scenario, session_ms, observe_s, pause_s)
+            except AssertionError as exc:  # a wait that timed out: keep the other runs
+                broker.check_alive()
+                print(f"run {i} {key} at S = {session_ms} ms FAILED: {exc}", flush=True)
+                failed.append({"run": i, "scenario": key, "error": str(exc)[:2000]})
+                continue
+            r["run"] = i
+            results[key].append(r)
+            print(f"S = {session_ms} ms, {_run_line(i, key, r)}", flush=True)
+    out: dict[str, Any] = {
+        "session_timeout_s": session_ms / 1000,
+        "threshold_s": 2 * session_ms / 1000,
+        "observe_after_fault_s": observe_s,
+        "failed_runs": failed,
+    }
+    out.update({key: _figures(key, rs) for key, rs in results.items() if rs})
+    return out
+
+
 def main() -> None:
-    """Run every scenario ``--runs`` times and write bench/results/publish_silence.json."""
-    parser = argparse.ArgumentParser()
+    """Run every scenario ``--runs`` times at each S; write the JSON (``--out``) and a table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--observe-s", type=float, default=5 * S)
+    parser.add_argument(
+        "--session-ms",
+        type=lambda t: [int(x) for x in _floats(t)],
+        default=[SESSION_MS],
+        help=f"comma-separated S values, ms (T = 2·S); default {SESSION_MS}",
+    )
+    parser.add_argument(
+        "--scenarios",
+        type=_scenarios,
+        default=list(SCENARIOS),
+        help="comma-separated, of crash (JSON 'member'), az ('group'), pause; default all",
+    )
+    parser.add_argument(
+        "--pauses",
+        type=_floats,
+        default=list(PAUSES_S),
+        help="comma-separated broker pause lengths, s; default 1,3,6",
+    )
+    parser.add_argument(
+        "--observe-s", type=float, default=None, help="after each fault; default 5·S"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "publish_silence.json")
     args = parser.parse_args()
     began = time.monotonic()
-    results: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
-    with EmbeddedBroker() as broker:
-        for i in range(args.runs):
-            for scenario in SCENARIOS:
-                r = run_once(broker.bootstrap, scenario, args.observe_s)
-                results[scenario].append(r)
-                extra = (
-                    f", p1 alone {r['p1_own_worst_silence_s']:.3f} s"
-                    if scenario == "member"
-                    else ""
-                )
-                print(
-                    f"run {i} {scenario}: worst union silence {r['worst_silence_s']:.3f} s "
-                    f"({r['worst_instrument']}), feed's worst gap {r['feed_worst_gap_s']:.3f} s, "
-                    f"excess {r['worst_excess_over_feed_s']:.3f} s, baseline "
-                    f"{r['baseline_worst_silence_s']:.3f} s{extra}; missing "
-                    f"{r['missing_from_union']} of {r['feed_quotes']} (load "
-                    f"{r['load_average_1m_at_kill']:.1f})",
-                    flush=True,
-                )
+    plan = _plan(args.scenarios, args.pauses)
     figures: dict[str, Any] = {
         "runs": args.runs,
         "instruments": INSTRUMENTS,
         "rate_per_instrument_hz": RATE_HZ,
         "feed_tick_interval_s": TICK_S,
-        "session_timeout_s": S,
-        "observe_after_kill_s": args.observe_s,
+        "members_per_group": 2,
+        "session_timeouts_ms": args.session_ms,
+        "threshold": "T = 2·S (PricingCluster writes threshold_ms = 2 * session_timeout_ms)",
+        "scenarios": [key for key, _, _ in plan],
+        "observe_after_fault_s": args.observe_s if args.observe_s is not None else "5·S",
+        "code": code_version(),
+        "foreign_processes_at_start": foreign_processes(),
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
     }
-    for scenario, rs in results.items():
-        fig: dict[str, Any] = {
-            "worst_silence_s": summary([r["worst_silence_s"] for r in rs]),
-            "feed_worst_gap_s": summary([r["feed_worst_gap_s"] for r in rs]),
-            "worst_excess_over_feed_s": summary([r["worst_excess_over_feed_s"] for r in rs]),
-            "worst_latency_s": summary([r["worst_latency_s"] for r in rs]),
-            "baseline_worst_silence_s": summary(
-                [r["baseline_worst_silence_s"] for r in rs if r["baseline_worst_silence_s"]]
-            ),
-            "load_average_1m_at_kill": summary([r["load_average_1m_at_kill"] for r in rs]),
-            "missing_from_union_total": sum(r["missing_from_union"] for r in rs),
-            "no_seq_missing": all(r["missing_from_union"] == 0 for r in rs),
-        }
-        if scenario == "member":
-            fig["p1_own_worst_silence_s"] = summary([r["p1_own_worst_silence_s"] for r in rs])
-            fig["p1_missing_total"] = sum(r["p1_missing"] for r in rs)
-        fig["per_run"] = rs
-        figures[scenario] = fig
+    by_session: dict[str, dict[str, Any]] = {}
+    with EmbeddedBroker() as broker:
+        for ms in args.session_ms:
+            observe_s = args.observe_s if args.observe_s is not None else 5 * ms / 1000
+            by_session[str(ms)] = _measure_session(broker, ms, plan, args.runs, observe_s)
+    figures["by_session_ms"] = by_session
+    figures["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     figures["total_runtime_s"] = round(time.monotonic() - began, 1)
-    write("publish_silence", figures)
+    write("publish_silence", figures, args.out)
+    print(_table(by_session))
 
 
 if __name__ == "__main__":

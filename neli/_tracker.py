@@ -24,12 +24,12 @@ When can leadership no longer be trusted?
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, when its observations go stale
   while the partition is still assigned (the broker stopped answering) or when its session is
-  lost. Provisional leadership ends when a new assignment arrives (the partitions it does not
-  include are then released by the ordinary rule: led only while fresh, which after a stall
-  they are not), or when another member of the group has been seen leading the partition for
-  longer than T. A stall of the broker or of the group coordinator therefore
-  never leaves a partition without a leader; the price is more overlap (duplicates
-  downstream) while the stall lasts. A planned revocation (a rebalance) is unaffected.
+  lost. Provisional leadership ends when a new assignment arrives (a partition it does not
+  include is handed over: led until its new owner is seen leading it, at most T), or when
+  another member of the group has been seen leading the partition for longer than T. A stall
+  of the broker or of the group coordinator therefore never leaves a partition without a
+  leader; the price is more overlap (duplicates downstream) while the stall lasts. A planned
+  revocation (a rebalance) is unaffected.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until a grace period T after it
   runs again: while paused its session may have expired and the partition been given away, and
@@ -65,6 +65,7 @@ class _Slot:
     term_started_wall: float | None = None
     released: str | None = None  # non-exclusive: revoked, leading until it goes stale
     hold: bool = False  # non-exclusive, keep_leading_when_isolated: released by a session loss
+    hand_over_after: float | None = None  # hold ended by a new assignment at this mono time
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +119,15 @@ class LeadershipTracker:
         for p, held in self._slots.items():
             if held.hold and p not in given:
                 # A new assignment ends provisional leadership: the group works again and p
-                # went to another member in this rebalance. The ordinary rule takes over: a
-                # released partition is led while its observations are fresh, and these are
-                # as old as the stall, so the member stops at once instead of overlapping its
-                # successor for longer.
-                held.hold = False
+                # went to another member in this rebalance. Hand over as soon as that member
+                # is seen leading p (its heartbeats name p, on any partition this member now
+                # reads), and at the latest T from now: no gap in between, and no long overlap.
+                held.hold, held.fresh, held.hand_over_after = False, now_mono, now_mono
         for p in sorted(given):
             slot = self._slots.get(p)
             if slot is not None and slot.released is not None:
                 slot.released, slot.hold = None, False  # given back: the term goes on
+                slot.hand_over_after = None
             elif slot is None:
                 self._incarnations += 1
                 self._slots[p] = _Slot(assigned_mono=now_mono, incarnation=self._incarnations)
@@ -239,6 +240,10 @@ class LeadershipTracker:
             return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"
         if self._exclusive:
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
+        if slot.hand_over_after is not None and slot.released is not None:
+            rival = self._rivals.get(partition)
+            if rival is not None and rival[2] >= slot.hand_over_after:
+                return f"handed over to {rival[0]}"
         if now_mono - slot.fresh < self._t and not slot.hold:
             return None
         return self._provisional_why_not(partition, slot, now_mono)

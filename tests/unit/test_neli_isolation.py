@@ -56,30 +56,35 @@ def test_without_the_setting_stale_means_fenced(variant: Variant) -> None:
 @pytest.mark.parametrize("variant", NON_EXCLUSIVE)
 def test_session_loss_holds_until_a_new_assignment(variant: Variant) -> None:
     """After a session loss the member leads until reassigned; a partition not given back is
-    then released at once (its observations are as old as the stall)."""
+    then led until its new owner is seen leading it."""
     m = holding_member(variant)
     m.lead(P)
     assert m.tracker.revoke([P], "session lost", release=True, lost=True) == []
     m.advance(5 * T)
     assert m.leads(P)
     assert m.evaluate() == []
-    m.assign(Q)  # the rejoin gave this member another partition; P went elsewhere
+    m.lead(Q)  # the rejoin gave this member another partition; P went elsewhere
+    m.advance(0.5, beat=Q)
+    assert m.leads(P), "no gap before the new owner is seen"
+    m.observe(Q, m.heartbeat(Q, member_id=OTHER, led=(P,)))  # the new owner names P as led
     assert not m.leads(P)
+    assert "handed over" in (m.why_not(P) or "")
     revoked = [t for t in m.evaluate() if t.partition == P]
     assert [t.kind for t in revoked] == [EventKind.REVOKED]
 
 
 @pytest.mark.parametrize("variant", NON_EXCLUSIVE)
-def test_short_session_loss_keeps_fresh_partition_until_stale(variant: Variant) -> None:
-    """A partition released by a short session loss is still led while its observations are
-    fresh (the ordinary non-exclusive overlap), then revoked."""
+def test_hand_over_after_a_session_loss_ends_within_t(variant: Variant) -> None:
+    """With no sign of the new owner, the handed-over partition is released T after the
+    assignment."""
     m = holding_member(variant)
     m.lead(P)
     m.tracker.revoke([P], "session lost", release=True, lost=True)
-    m.advance(T / 2)
+    m.advance(3 * T)
     m.assign(Q)
+    m.advance(T - 0.25)
     assert m.leads(P)
-    m.advance(T / 2)
+    m.advance(0.25)
     assert not m.leads(P)
     assert [t.kind for t in m.evaluate() if t.partition == P] == [EventKind.REVOKED]
 

@@ -1,0 +1,131 @@
+"""Both publishing groups ride through a broker (group coordinator) stall.
+
+The two groups share the cluster and its coordinator: a stall longer than the session timeout S
+must not revoke both at once. Each test pauses a broker of its own (SIGSTOP) while both groups
+publish, and judges from the data: on the union of ``prices.raw``, every instrument is published
+again within 1 s of SIGCONT (``publish_ns`` of the first price published after it), and
+``prices`` carries every seq exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import PricingCluster, Record
+from tests.waiting import wait_for
+
+TICK_S = 0.1
+RESUME_BOUND_S = 1.0
+
+
+@pytest.fixture
+def bootstrap(embedded_broker: EmbeddedBroker) -> str:
+    """This module's clusters run on a broker of their own, which the tests pause."""
+    return embedded_broker.bootstrap
+
+
+def _first_publications_after(raw: list[Record], at_ns: int) -> dict[str, float]:
+    """Per instrument, seconds from ``at_ns`` to its first price published after it (union)."""
+    out: dict[str, float] = {}
+    for r in raw:
+        if r.key is None:
+            continue
+        ns = int(r.headers["publish_ns"])
+        if ns >= at_ns:
+            instrument = r.key.decode()
+            out[instrument] = min(out.get(instrument, float("inf")), (ns - at_ns) / 1e9)
+    return out
+
+
+def _exactly_once_in_order(cluster: PricingCluster) -> str | None:
+    """Why ``prices`` is not every expected seq once and in order (None when it is)."""
+    expected = cluster.expected()
+    seqs: dict[str, list[int]] = {}
+    for r in sorted(cluster.read("prices", idle_s=0.5), key=lambda r: (r.partition, r.offset)):
+        assert r.key is not None
+        seqs.setdefault(r.key.decode(), []).append(int(r.headers["seq"]))
+    for instrument, last in expected.items():
+        got = seqs.get(instrument, [])
+        if got != list(range(1, last + 1)):
+            return f"{instrument}: {len(got)} of {last}, first wrong at {_first_wrong(got)}"
+    return None
+
+
+def _first_wrong(got: list[int]) -> int:
+    return next((i for i, s in enumerate(got) if s != i + 1), len(got))
+
+
+def _start(cluster: PricingCluster, feed_s: float) -> None:
+    for g in ("p1", "p2"):
+        cluster.publisher(g, "a")
+        cluster.publisher(g, "b")
+    cluster.relay("r1")
+    cluster.wait_led(["p1", "p2", "relay"])
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=feed_s)
+
+
+def _stall(broker: EmbeddedBroker, seconds: float) -> int:
+    """Pause the broker for ``seconds``; returns the SIGCONT time (ns)."""
+    broker.pause()
+    try:
+        time.sleep(seconds)  # the fault's duration, not a wait for a condition
+    finally:
+        broker.resume()
+    return time.time_ns()
+
+
+def _judge(cluster: PricingCluster, resumed_ns: list[int]) -> None:
+    feed = cluster.members["feed"]
+    assert feed.wait(120) == 0, feed.log_tail()
+    state = {"why": ""}
+
+    def complete() -> bool:
+        state["why"] = _exactly_once_in_order(cluster) or ""
+        return not state["why"]
+
+    wait_for(complete, 90, lambda: f"prices exactly once and in order: {state['why']}")
+    raw = cluster.read("raw")
+    worst_by_stall = []
+    for at_ns in resumed_ns:
+        delays = _first_publications_after(raw, at_ns)
+        assert set(delays) == set(cluster.expected()), "an instrument never resumed"
+        slowest = max(delays, key=lambda i: delays[i])
+        worst_by_stall.append((delays[slowest], slowest))
+    print("union resumed after SIGCONT (worst instrument per stall):", worst_by_stall)
+    worst = max(worst_by_stall)
+    assert worst[0] <= RESUME_BOUND_S, f"{worst[1]} resumed only {worst[0]:.2f} s after SIGCONT"
+
+
+def test_broker_stalls_of_one_two_and_four_s(
+    cluster: PricingCluster, embedded_broker: EmbeddedBroker
+) -> None:
+    """Broker paused for 1, 2 and 4 session timeouts: the union resumes within 1 s each time."""
+    s = cluster.session_ms / 1000
+    settle = 2 * s
+    _start(cluster, feed_s=settle + (1 + 2 + 4) * s + 3 * settle + 2)
+    resumed = []
+    for factor in (1, 2, 4):
+        time.sleep(settle)  # steady publishing before the fault
+        resumed.append(_stall(embedded_broker, factor * s))
+    _judge(cluster, resumed)
+
+
+def test_stall_with_one_group_killed_meanwhile(
+    cluster: PricingCluster, embedded_broker: EmbeddedBroker
+) -> None:
+    """P2 dies during a 2S broker stall: P1, which kept its leadership, covers at SIGCONT."""
+    s = cluster.session_ms / 1000
+    _start(cluster, feed_s=2 * s + 2 * s + 3 * s)
+    time.sleep(2 * s)
+    embedded_broker.pause()
+    try:
+        time.sleep(s)
+        for m in ("a", "b"):
+            cluster.members[f"p2-{m}"].kill()
+        time.sleep(s)
+    finally:
+        embedded_broker.resume()
+    _judge(cluster, [time.time_ns()])
