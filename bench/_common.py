@@ -16,6 +16,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from pricing_ha.kafka.headers import is_control
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -88,13 +90,19 @@ def consumer(bootstrap: str, group: str | None = None) -> Consumer:
     )
 
 
+def _is_data(msg: Message) -> bool:
+    """A record without error that is not a control record (a relay's takeover marker)."""
+    return msg.error() is None and not (msg.key() is None and is_control(msg.headers()))
+
+
 class TopicTail:
     """Follows topics in a daemon thread, handing each fetch to ``on_batch(records, received)``.
 
     Every partition of ``topics`` is read from ``start`` (the beginning by default). A fetch
     waits up to 0.1 s for one record, then takes whatever else has already arrived, so records
     are handed over soon after they land; ``received`` is the monotonic time just after the
-    fetch. Records with an error are left out; ``on_batch`` runs in the tail's thread.
+    fetch. Records with an error, and control records, are left out; ``on_batch`` runs in the
+    tail's thread.
     """
 
     def __init__(
@@ -124,7 +132,7 @@ class TopicTail:
                 if batch:
                     batch += self._consumer.consume(9999, 0)
                     received = time.monotonic()
-                    self._on_batch([m for m in batch if m.error() is None], received)
+                    self._on_batch([m for m in batch if _is_data(m)], received)
         finally:
             self._consumer.close()
 

@@ -60,6 +60,9 @@ _OWNED_KEYS = frozenset(
 )
 
 
+_STRATEGIES = frozenset({"cooperative-sticky", "roundrobin", "range"})
+
+
 def _default_member_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -95,6 +98,10 @@ class NeliConfig:
         producer: extra librdkafka settings for the producer only.
         barrier_timeout_ms: how long a rebalance may wait for barrier handlers.
         start_timeout_ms: bound on metadata requests at start.
+        assignment_strategy: the group's ``partition.assignment.strategy``: ``cooperative-sticky``
+            (default: a join or leave moves only the partitions that change owner),
+            ``roundrobin`` or ``range`` (eager: every rebalance revokes everything, which is
+            slower but simpler for a broker to get right).
         keep_leading_when_isolated: non-exclusive mode only. A member that leads a partition
             keeps leading it, provisionally, when the broker stops answering (its observations
             go stale) or its session is lost, until a new assignment arrives or another member
@@ -122,6 +129,7 @@ class NeliConfig:
     producer: Mapping[str, str] = field(default_factory=dict)
     barrier_timeout_ms: int = 30_000
     start_timeout_ms: int = 10_000
+    assignment_strategy: str = "cooperative-sticky"
     keep_leading_when_isolated: bool = False
 
     def __post_init__(self) -> None:  # noqa: PLR0912 - one flat list of checks reads best
@@ -158,6 +166,12 @@ class NeliConfig:
                 "threshold_ms",
                 f"exclusive mode needs T + clock skew e < session timeout S, got T={t} ms, "
                 f"e={e} ms, S={s} ms (otherwise two members can lead at once)",
+            )
+        if self.assignment_strategy not in _STRATEGIES:
+            raise NeliConfigError(
+                "assignment_strategy",
+                f"must be one of {', '.join(sorted(_STRATEGIES))}, "
+                f"got {self.assignment_strategy!r}",
             )
         if self.keep_leading_when_isolated and self.mode is Mode.EXCLUSIVE:
             raise NeliConfigError(
@@ -227,8 +241,13 @@ class NeliConfig:
             "enable.partition.eof": False,
             # Incremental rebalancing: a join or leave moves only the partitions that change
             # owner, so members keep leading everything else through the rebalance.
-            "partition.assignment.strategy": "cooperative-sticky",
+            "partition.assignment.strategy": self.assignment_strategy,
             "fetch.wait.max.ms": max(10, min(100, self.pulse_interval_ms // 3)),
+            # Also the group's rebalance timeout: how long the coordinator waits for every
+            # member to rejoin. librdkafka's 300 s default let one member that left during a
+            # rebalance (on the embedded broker) hold the others unassigned for minutes. The
+            # poll thread polls every 50 ms, so only a long barrier comes near this bound.
+            "max.poll.interval.ms": max(10_000, 3 * s, self.barrier_timeout_ms // 3),
             "log.connection.close": False,  # idle connections closed by brokers are routine
         }
         settings.update(self.kafka)

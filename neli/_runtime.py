@@ -96,6 +96,7 @@ class Neli:
         self._poll_done: asyncio.Future[None] | None = None
         self._closed = False
         self._failure: BaseException | None = None
+        self._rebalancing = True  # from joining until the first assignment, and revoke->assign
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -168,6 +169,7 @@ class Neli:
             self._closed = True
             return
         self._closed = True
+        await self._settle_rebalance()
         if handover and self.config.mode is Mode.NON_EXCLUSIVE and self._failure is None:
             await self._hand_over()
         for task in self._tasks:
@@ -185,6 +187,18 @@ class Neli:
         if self._producer is not None:
             await asyncio.to_thread(self._producer.flush, 5.0)
         self._events.close()
+
+    async def _settle_rebalance(self) -> None:
+        """Before leaving, let a rebalance in progress finish (bounded by S + 1 s).
+
+        A member that leaves between the revocation and the assignment of a rebalance was seen
+        to leave the other members of its group unassigned for good on the embedded broker
+        (both eager and cooperative). Waiting for the assignment costs at most a rebalance.
+        """
+        deadline = self._clock.monotonic() + self.config.session_timeout_ms / 1000 + 1.0
+        # The flag is flipped by librdkafka's callbacks in the poll thread: polled, not awaited.
+        while self._rebalancing and self._failure is None and self._clock.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
 
     async def _hand_over(self) -> None:
         self._leave.set()
@@ -377,6 +391,7 @@ class Neli:
             self._tracker.observe(partition, hb, publish, self._clock.monotonic())
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalancing = False
         with self._lock:
             self._tracker.assign(
                 [tp.partition for tp in partitions if tp.topic == self.config.topic],
@@ -384,6 +399,7 @@ class Neli:
             )
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalancing = True
         self._revoke(partitions, "rebalance")
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -221,6 +221,8 @@ class RelayConfig:
             before declaring a gap. Default 500: a missing copy costs at most this much delay,
             while a shorter window turns a briefly lagging group into a declared gap (a copy
             arriving after its seq was declared missing cannot be delivered in order).
+        assignment_strategy: the relay group's rebalance protocol (see below). Default
+            ``"roundrobin"``.
 
     Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
     the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
@@ -232,6 +234,14 @@ class RelayConfig:
     happens often (self-fencing flaps, each costing a takeover) and buys no safety the checks
     above do not already give. On real Kafka, whose brokers refuse sessions below
     ``group.min.session.timeout.ms`` (6000 by default), use S = 6000, T = 4000, e = 500.
+
+    ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
+    a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
+    joins) left the remaining relay unassigned for good: ``prices`` silent until a restart.
+    :meth:`neli.Neli.close` now lets a rebalance in progress finish before it leaves, which
+    cures the eager protocol; a cooperative rebalance has two rounds and still wedged in the
+    same test. An eager rebalance revokes every partition and assigns again, so a join costs
+    every partition a takeover (grace T plus the marker's round trip) instead of a wedge.
     """
 
     session_timeout_ms: int = 3000
@@ -239,6 +249,7 @@ class RelayConfig:
     clock_skew_ms: int = 200
     pulse_interval_ms: int = 300
     reorder_window_ms: int = 500
+    assignment_strategy: str = "roundrobin"
 
     def __post_init__(self) -> None:
         _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)

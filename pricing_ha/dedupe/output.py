@@ -40,7 +40,7 @@ from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 from pricing_ha.telemetry import Telemetry
@@ -175,6 +175,38 @@ class RelayOutput:
         self._tally.forget_partition(partition)
 
     # -- producing ----------------------------------------------------------------------------
+
+    def write_markers(self, partitions: list[int], timeout_s: float) -> dict[int, int]:
+        """Write a takeover marker to ``prices[k]`` for each k; return each acknowledged offset.
+
+        The marker (a control record: no key, empty value, :data:`CONTROL_HEADER`) is how a new
+        owner learns where the partition ends: once it is acknowledged, everything an earlier
+        owner appended is below its offset. Partitions whose marker was not acknowledged
+        within ``timeout_s`` are missing from the result.
+        """
+        offsets: dict[int, int] = {}
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            partition, offset = msg.partition(), msg.offset()
+            if err is None and partition is not None and offset is not None and offset >= 0:
+                offsets[partition] = offset
+
+        headers: list[tuple[str, HeaderValue]] = [
+            (CONTROL_HEADER, b"takeover"),
+            ("relay", self._member.encode()),
+            ("relay_ns", str(time.time_ns()).encode()),
+        ]
+        for partition in partitions:
+            self.producer.produce(
+                self._cfg.topics.prices,
+                key=None,
+                value=b"",
+                partition=partition,
+                headers=headers,
+                on_delivery=delivered,
+            )
+        self.producer.flush(timeout_s)
+        return offsets
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
         """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""

@@ -3,7 +3,8 @@
 * :class:`RawPrice` and :func:`parse_raw_record`: one record of ``prices.raw`` as the relay
   keeps it while arbitrating (what it copies to ``prices``, its times, its trace context);
 * :func:`rebuild_high_water`: on taking over partition k, every instrument's highest seq on
-  ``prices[k]``, read to its end, so that no seq is emitted twice across a relay fail-over.
+  ``prices[k]``, read up to the takeover marker, so that no seq is emitted twice across a
+  relay fail-over.
 """
 
 from __future__ import annotations
@@ -13,22 +14,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from opentelemetry.context import Context
 
+from pricing_ha.errors import PricingError
 from pricing_ha.kafka.headers import Headers, HeaderValue, header_dict
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 
-__all__ = ["RawPrice", "as_bytes", "parse_raw", "parse_raw_record", "rebuild_high_water"]
+__all__ = [
+    "RawPrice",
+    "RebuildError",
+    "as_bytes",
+    "parse_raw",
+    "parse_raw_record",
+    "rebuild_high_water",
+]
 
 log = logging.getLogger("pricing_ha.relay")
-
-_REBUILD_IDLE_S = 0.5
-_REBUILD_EMPTY_S = 2.0  # how long an apparently empty partition is watched before trusting it
-# How long the scan waits with no data for records the broker's high watermark promises. Some
-# brokers report a watermark past the last readable record (Tansu, after multi-record
-# batches); without this bound such a partition would never be taken over.
-_REBUILD_HINT_IDLE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,60 +98,54 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str,
     return instrument, price.seq, source, price.source_time_ns, publish_ns
 
 
-def rebuild_high_water(settings: dict[str, Any], topic: str, partition: int) -> dict[str, int]:
-    """Every instrument's highest seq on ``topic[partition]``, read to the end.
+class RebuildError(PricingError):
+    """The end of ``prices[k]`` could not be reached: the takeover must be retried, never done
+    on partial high-water marks (that would emit seqs a second time)."""
 
-    The end is where nothing new arrives for a while: nobody else emits on this partition
-    (exclusive ownership), so the partition is quiescent. The broker's high watermark is
-    only a hint that more is to come (it can be stale or too high on some brokers): the scan
-    waits for records below it for at most ``_REBUILD_HINT_IDLE_S`` of silence, and the idle
-    clock starts after the first fetch has had time to complete.
+
+def rebuild_high_water(
+    settings: dict[str, Any], topic: str, partition: int, *, end_offset: int, timeout_s: float
+) -> dict[str, int]:
+    """Every instrument's highest seq on ``topic[partition]`` below ``end_offset``.
+
+    ``end_offset`` is the offset of the marker record the new owner has just written and had
+    acknowledged: everything before it is on the partition, so reading up to it sees all the
+    output of every earlier owner. The end is learned by reading, never by asking the broker
+    (whose reported end offsets can lag the data).
 
     Args:
         settings: the scanning consumer's configuration (a throwaway group id).
         topic: the relay's output topic.
         partition: the partition taken over.
+        end_offset: the marker's offset: the scan is complete once it has been read.
+        timeout_s: how long the scan may take.
+
+    Raises:
+        RebuildError: the marker was not reached within ``timeout_s``.
     """
     scan = Consumer(settings, logger=log)
     high: dict[str, int] = {}
-    tp = TopicPartition(topic, partition, OFFSET_BEGINNING)
+    deadline = time.monotonic() + timeout_s
+    next_offset = 0
     try:
-        try:
-            _, end_hint = scan.get_watermark_offsets(tp, timeout=5.0, cached=False)
-        except KafkaException:
-            end_hint = 0
-        scan.assign([tp])
-        started = last_data = time.monotonic()
-        next_offset = 0
-        while True:
-            now = time.monotonic()
-            idle = now - last_data
-            if (
-                next_offset >= end_hint
-                and idle >= _REBUILD_IDLE_S
-                and (next_offset > 0 or now - started >= _REBUILD_EMPTY_S)
-            ):
-                break
-            if next_offset < end_hint and idle >= _REBUILD_HINT_IDLE_S:
-                log.warning(
-                    "%s[%d]: nothing for %.0f s below the watermark %d; the end is offset %d",
-                    topic,
-                    partition,
-                    idle,
-                    end_hint,
-                    next_offset,
+        scan.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        while next_offset <= end_offset:
+            if time.monotonic() > deadline:
+                raise RebuildError(
+                    f"{topic}[{partition}]: read to offset {next_offset}, not to the takeover "
+                    f"marker at {end_offset}, within {timeout_s:.0f} s"
                 )
-                break
             for msg in scan.consume(1000, 0.05):
-                last_data = time.monotonic()
                 offset = msg.offset()
                 if msg.error() is not None or offset is None:
                     continue
                 next_offset = max(next_offset, offset + 1)
+                if offset >= end_offset:
+                    continue
                 try:
                     instrument, seq, _ = parse_raw(msg)
                 except InvalidPriceError:
-                    continue
+                    continue  # control records (earlier markers) and anything unreadable
                 if seq > high.get(instrument, 0):
                     high[instrument] = seq
     finally:

@@ -29,9 +29,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, Message, TopicPartition
 
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
@@ -39,6 +40,7 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.dedupe.records import (
     RawPrice,
+    RebuildError,
     as_bytes,
     parse_raw,
     parse_raw_record,
@@ -46,7 +48,7 @@ from pricing_ha.dedupe.records import (
 )
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
-from pricing_ha.member.worker import PartitionWorker
+from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import sampled_context
@@ -65,6 +67,9 @@ __all__ = [
 log = logging.getLogger("pricing_ha.relay")
 
 DEFAULT_GROUP = "relay"
+
+_MARKER_TIMEOUT_S = 5.0  # the takeover marker's acknowledgement
+_REBUILD_TIMEOUT_S = 30.0  # reading prices[k] up to the marker
 
 
 def relay_group_id(group: str) -> str:
@@ -122,22 +127,70 @@ class _RelayWorker(PartitionWorker):
     # -- ownership ----------------------------------------------------------------------------
 
     def assign(self, partition: int) -> None:
-        """Rebuild high-water marks from ``prices[k]``, then consume ``prices.raw[k]``."""
+        """Take ``partition`` up (see :meth:`assign_many`)."""
+        deferred = self.assign_many([partition])
+        if partition in deferred:
+            raise deferred[partition]
+
+    def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
+        """Take partitions up: marker, rebuild up to it (in parallel), then consume.
+
+        For each k: write a takeover marker to ``prices[k]`` and wait for its acknowledgement
+        (the end of ``prices[k]`` is then known by offset, not by asking the broker), rebuild
+        the high-water marks by reading up to the marker, then consume ``prices.raw[k]`` from
+        the group's committed position. A partition whose marker or rebuild fails is deferred
+        and tried again: never taken up on marks that might be incomplete.
+        """
         t0 = time.monotonic()
-        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
-        marks = rebuild_high_water(self._scan_settings, self._cfg.topics.prices, partition)
-        for instrument, seq in marks.items():
-            arbiter.set_high_water(instrument, seq)
-        self._arbiters[partition] = arbiter
-        self._out.track(partition, arbiter)
-        raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
-        self.consumer.incremental_assign([raw])
-        self.stats.takeovers += 1
-        self.stats.rebuild_s.append(time.monotonic() - t0)
-        log.info("relay took partition %d (rebuilt in %.3f s)", partition, time.monotonic() - t0)
+        deferred: dict[int, TakeoverDeferredError] = {}
+        ends = self._out.write_markers(partitions, timeout_s=_MARKER_TIMEOUT_S)
+        for partition in partitions:
+            if partition not in ends:
+                deferred[partition] = TakeoverDeferredError(
+                    "the takeover marker was not acknowledged"
+                )
+        todo = [p for p in partitions if p in ends]
+        topic = self._cfg.topics.prices
+
+        def rebuild(partition: int) -> dict[str, int]:
+            return rebuild_high_water(
+                self._scan_settings,
+                topic,
+                partition,
+                end_offset=ends[partition],
+                timeout_s=_REBUILD_TIMEOUT_S,
+            )
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
+            results = {p: pool.submit(rebuild, p) for p in todo}
+        for partition, future in results.items():
+            try:
+                marks = future.result()
+            except (RebuildError, KafkaException) as exc:
+                deferred[partition] = TakeoverDeferredError(str(exc))
+                continue
+            arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+            for instrument, seq in marks.items():
+                arbiter.set_high_water(instrument, seq)
+            self._arbiters[partition] = arbiter
+            self._out.track(partition, arbiter)
+            raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
+            self.consumer.incremental_assign([raw])
+            took = time.monotonic() - t0
+            self.stats.takeovers += 1
+            self.stats.rebuild_s.append(took)
+            log.info(
+                "relay took partition %d (end at offset %d, rebuilt in %.3f s)",
+                partition,
+                ends[partition],
+                took,
+            )
+        return deferred
 
     def unassign(self, partition: int) -> None:
-        """Stop consuming ``prices.raw[k]``; held records are re-read by the next owner."""
+        """Flush, then stop consuming ``prices.raw[k]``; held records are re-read by the next
+        owner. The flush makes a revocation's barrier wait for this relay's output."""
+        self._out.flush(self._arbiters)
         raw = TopicPartition(self._cfg.topics.raw, partition)
         self.consumer.incremental_unassign([raw])
         self._out.report(self._arbiters)
@@ -265,6 +318,7 @@ class Relay(WorkerMember):
             threshold_ms=r.threshold_ms,
             clock_skew_ms=r.clock_skew_ms,
             pulse_interval_ms=r.pulse_interval_ms,
+            assignment_strategy=r.assignment_strategy,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         worker = _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)

@@ -1,4 +1,10 @@
-"""Kafka record headers, normalised."""
+"""Kafka record headers, normalised; and the control-record marker of ``prices``.
+
+A record of ``prices`` whose headers carry :data:`CONTROL_HEADER` is not a price: it is written
+by a relay taking over a partition to learn, by reading it back, where the partition ends (see
+:mod:`pricing_ha.dedupe.relay`). It has no key and an empty value. Every reader of ``prices``
+skips it (:func:`is_control`); so must any other consumer of that topic.
+"""
 
 from __future__ import annotations
 
@@ -23,3 +29,12 @@ def header_dict(headers: Headers) -> dict[str, str]:
     for k, v in header_list(headers):
         out[k] = v.decode() if isinstance(v, bytes) else (v or "")
     return out
+
+
+#: The header that marks a control record on ``prices`` (its value says which kind).
+CONTROL_HEADER = "pricing-ha-control"
+
+
+def is_control(headers: Headers) -> bool:
+    """Whether a record with these headers is a control record, not a price."""
+    return any(k == CONTROL_HEADER for k, _ in header_list(headers))

@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pricing_ha.kafka.headers import header_dict
+from pricing_ha.kafka.headers import header_dict, is_control
 from pricing_ha.local.procs import Proc, ProcessGroup
 
 #: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
@@ -62,8 +62,10 @@ def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5)
             for msg in batch:
                 if msg.error() is not None:
                     continue
-                headers = header_dict(msg.headers())
                 key, value = msg.key(), msg.value()
+                if key is None and is_control(msg.headers()):
+                    continue  # a relay's takeover marker on prices, not a price
+                headers = header_dict(msg.headers())
                 out.append(
                     Record(
                         msg.partition() or 0,

@@ -32,7 +32,7 @@ def make_neli(
     member_name: str,
     variant: Variant,
     mode: Mode,
-    **options: int | bool,
+    **options: int | bool | str,
 ) -> Neli:
     """A NELI member on the application's NELI topic and broker settings.
 
@@ -103,6 +103,8 @@ class WorkerMember:
             raise RuntimeError(f"the partition worker failed: {self.worker.error!r}")
         if (problem := self.worker.output_problem()) is not None:
             raise RuntimeError(f"output cannot be delivered: {problem}")
+        if deferred := dict(self.worker.deferred):
+            raise RuntimeError(f"takeovers waiting: {deferred}")
         done = self._neli_done
         if done is not None and done.done():
             raise RuntimeError("NELI stopped")

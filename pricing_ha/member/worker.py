@@ -25,12 +25,27 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Message
 
 from neli import EventKind, LeadershipEvent
+from pricing_ha.errors import PricingError
 
 log = logging.getLogger("pricing_ha.worker")
 
 BATCH = 500
 FIRST_WAIT_S = 0.02
 FLUSH_TIMEOUT_S = 30.0
+
+
+class TakeoverDeferredError(PricingError):
+    """Raised by :meth:`PartitionWorker.assign`: the partition cannot be taken up now.
+
+    The worker keeps the partition wanted but not active, reports it as not ready, and tries
+    again after ``retry_after_s`` while NELI still says it leads it.
+    """
+
+    def __init__(self, reason: str, retry_after_s: float = 1.0) -> None:
+        """Record why, and when to try again."""
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 @dataclass
@@ -58,6 +73,9 @@ class PartitionWorker(abc.ABC):
         # without a NELI event (leadership checked false at produce time, or output failed);
         # it is taken up again as soon as NELI says we lead it.
         self.wanted: set[int] = set()
+        #: Partitions whose takeover was deferred: why (read by readiness from other threads).
+        self.deferred: dict[int, str] = {}
+        self._retry_at: dict[int, float] = {}
         self.error: BaseException | None = None
         self.on_failure: Callable[[], object] = lambda: None
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
@@ -68,7 +86,25 @@ class PartitionWorker(abc.ABC):
 
     @abc.abstractmethod
     def assign(self, partition: int) -> None:
-        """Start working on ``partition`` (add it to the consumer's assignment)."""
+        """Start working on ``partition`` (add it to the consumer's assignment).
+
+        Raises:
+            TakeoverDeferredError: it cannot be taken up now; it is tried again later.
+        """
+
+    def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
+        """Take up several partitions at once; returns the deferred ones with why.
+
+        The default takes them one after another; a subclass whose takeover waits on I/O
+        (the relay's rebuild) overrides it to take them in parallel.
+        """
+        deferred: dict[int, TakeoverDeferredError] = {}
+        for partition in partitions:
+            try:
+                self.assign(partition)
+            except TakeoverDeferredError as exc:
+                deferred[partition] = exc
+        return deferred
 
     @abc.abstractmethod
     def unassign(self, partition: int) -> None:
@@ -148,22 +184,49 @@ class PartitionWorker(abc.ABC):
             self.close_clients()
 
     def _apply_commands(self) -> None:
+        gained: list[_Command] = []
         while True:
             try:
                 cmd = self._commands.get_nowait()
             except queue.Empty:
-                return
+                break
             if cmd.op == "assign":
                 self.wanted.add(cmd.partition)
-                if cmd.partition not in self.active:
-                    self.assign(cmd.partition)
-                    self.active.add(cmd.partition)
-            elif cmd.op == "unassign":
-                self.wanted.discard(cmd.partition)
-                if cmd.partition in self.active:
-                    self.unassign(cmd.partition)
-                    self.active.discard(cmd.partition)
+                self._retry_at.pop(cmd.partition, None)
+                gained.append(cmd)
+                continue
+            self._take_up([c.partition for c in gained])  # keep the commands' order
+            for c in gained:
+                c.done.set()
+            gained = []
+            self.wanted.discard(cmd.partition)
+            self.deferred.pop(cmd.partition, None)
+            if cmd.partition in self.active:
+                self.unassign(cmd.partition)
+                self.active.discard(cmd.partition)
             cmd.done.set()
+        self._take_up([c.partition for c in gained])
+        for c in gained:
+            c.done.set()
+
+    def _take_up(self, partitions: list[int]) -> None:
+        """Assign those of ``partitions`` not active yet (in parallel where the subclass can)."""
+        todo = [p for p in dict.fromkeys(partitions) if p not in self.active]
+        if not todo:
+            return
+        deferred = self.assign_many(todo)
+        now = time.monotonic()
+        for partition in todo:
+            exc = deferred.get(partition)
+            if exc is None:
+                self.active.add(partition)
+                self.deferred.pop(partition, None)
+                self._retry_at.pop(partition, None)
+            else:
+                if partition not in self.deferred:
+                    log.warning("taking partition %d deferred: %s", partition, exc.reason)
+                self.deferred[partition] = exc.reason
+                self._retry_at[partition] = now + exc.retry_after_s
 
     def drop(self, partition: int) -> None:
         """Stop working on ``partition`` now; :meth:`_reconcile` resumes it when still led."""
@@ -174,7 +237,11 @@ class PartitionWorker(abc.ABC):
     def _reconcile(self) -> None:
         if self.wanted - self.active and not self.may_resume():
             return
-        for partition in sorted(self.wanted - self.active):
-            if self.leads(partition):
-                self.assign(partition)
-                self.active.add(partition)
+        now = time.monotonic()
+        self._take_up(
+            [
+                p
+                for p in sorted(self.wanted - self.active)
+                if now >= self._retry_at.get(p, 0.0) and self.leads(p)
+            ]
+        )

@@ -42,6 +42,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, Top
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.headers import is_control
 from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
@@ -332,6 +333,8 @@ class Subscriber:
             log.warning("consumer error on %s: %s", self.topic, err)
             return
         key = msg.key()
+        if key is None and is_control(msg.headers()):
+            return  # a relay's takeover marker, not a price
         if self._keys is not None and key not in self._keys:
             return
         try:
