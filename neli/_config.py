@@ -243,11 +243,6 @@ class NeliConfig:
             # owner, so members keep leading everything else through the rebalance.
             "partition.assignment.strategy": self.assignment_strategy,
             "fetch.wait.max.ms": max(10, min(100, self.pulse_interval_ms // 3)),
-            # Also the group's rebalance timeout: how long the coordinator waits for every
-            # member to rejoin. librdkafka's 300 s default let one member that left during a
-            # rebalance (on the embedded broker) hold the others unassigned for minutes. The
-            # poll thread polls every 50 ms, so only a long barrier comes near this bound.
-            "max.poll.interval.ms": max(10_000, 3 * s, self.barrier_timeout_ms // 3),
             "log.connection.close": False,  # idle connections closed by brokers are routine
         }
         settings.update(self.kafka)
