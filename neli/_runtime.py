@@ -283,21 +283,15 @@ class Neli:
     def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""
         clock = self._clock
-        now_mono, now_wall = clock.monotonic(), clock.wall()
         with self._lock:
-            tr = self._tracker
-            fresh = tr.freshness(now_mono, now_wall)
-            return NeliStatus(
+            return NeliStatus.of(
+                self._tracker,
                 group=self.config.group_id,
                 member_id=self.member_id,
                 member_name=self.config.member_name,
                 partitions=self._partitions,
-                assigned=tuple(sorted(tr.assigned())),
-                led=tuple(sorted(tr.led(now_mono, now_wall))),
-                age_s={p: fresh[p] for p in sorted(fresh)},
-                why_not={p: r for p in sorted(fresh) if (r := tr.why_not(p, now_mono, now_wall))},
-                stalls=tr.stalls,
-                provisional=tuple(sorted(tr.provisional(now_mono, now_wall))),
+                now_mono=clock.monotonic(),
+                now_wall=clock.wall(),
             )
 
     # -- events -------------------------------------------------------------------------------

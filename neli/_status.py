@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from neli._tracker import LeadershipTracker
 
 __all__ = ["NeliStatus"]
 
@@ -39,3 +43,30 @@ class NeliStatus:
     why_not: Mapping[int, str] = field(default_factory=dict)
     stalls: int = 0
     provisional: tuple[int, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        tracker: LeadershipTracker,
+        *,
+        group: str,
+        member_id: str,
+        member_name: str,
+        partitions: int,
+        now_mono: float,
+        now_wall: float,
+    ) -> NeliStatus:
+        """The snapshot of ``tracker`` at the given instant (the caller holds its lock)."""
+        fresh = tracker.freshness(now_mono, now_wall)
+        return cls(
+            group=group,
+            member_id=member_id,
+            member_name=member_name,
+            partitions=partitions,
+            assigned=tuple(sorted(tracker.assigned())),
+            led=tuple(sorted(tracker.led(now_mono, now_wall))),
+            age_s={p: fresh[p] for p in sorted(fresh)},
+            why_not={p: r for p in sorted(fresh) if (r := tracker.why_not(p, now_mono, now_wall))},
+            stalls=tracker.stalls,
+            provisional=tuple(sorted(tracker.provisional(now_mono, now_wall))),
+        )

@@ -1,8 +1,8 @@
 """pricing-ha configuration: typed, validated, loaded from TOML with environment overrides.
 
-Every option has a default, documented on its section's dataclass (``_sections.py``, all
-re-exported here) and in ``config/default.toml``, which spells out exactly these defaults for the
-embedded broker. Loading order, later wins:
+Every option has a default, documented on its section's dataclass (``_sections.py`` and
+``_roles.py``, all re-exported here) and in ``config/default.toml``, which spells out exactly
+these defaults for the embedded broker. Loading order, later wins:
 
 1. the built-in defaults below;
 2. the TOML file (``--config``, else ``$PRICING_HA_CONFIG``, else the repository's
@@ -29,15 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
+from pricing_ha.config._roles import PublisherNeliConfig, RelayConfig, SubscriberConfig
 from pricing_ha.config._sections import (
     BrokerConfig,
     FeedConfig,
     HealthConfig,
     InstrumentOverride,
     PricingConfig,
-    PublisherNeliConfig,
-    RelayConfig,
-    SubscriberConfig,
     TelemetryConfig,
     TopicsConfig,
 )

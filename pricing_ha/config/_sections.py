@@ -23,26 +23,21 @@ __all__ = [
     "HealthConfig",
     "InstrumentOverride",
     "PricingConfig",
-    "PublisherNeliConfig",
-    "RelayConfig",
-    "SubscriberConfig",
     "TelemetryConfig",
     "TopicsConfig",
 ]
 
 # Kafka's legal topic names: up to 249 of [a-zA-Z0-9._-], and not "." or "..".
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_MIN_SESSION_TIMEOUT_MS = 1000  # below this the embedded broker's groups churn forever
-_PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never costs leadership
 
 
-def _check(ok: bool, owner: object, key: str, problem: str) -> None:
+def check(ok: bool, owner: object, key: str, problem: str) -> None:
     if not ok:
         raise ConfigError(type(owner).__name__, key, problem)
 
 
-def _check_ms(owner: object, key: str, value: int, minimum: int = 1) -> None:
-    _check(value >= minimum, owner, key, f"must be at least {minimum} ms, got {value}")
+def check_ms(owner: object, key: str, value: int, minimum: int = 1) -> None:
+    check(value >= minimum, owner, key, f"must be at least {minimum} ms, got {value}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,16 +58,16 @@ class BrokerConfig:
     librdkafka: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        _check(bool(self.bootstrap_servers.strip()), self, "bootstrap_servers", "must not be empty")
-        _check_ms(self, "connect_timeout_ms", self.connect_timeout_ms, 100)
-        _check(
+        check(bool(self.bootstrap_servers.strip()), self, "bootstrap_servers", "must not be empty")
+        check_ms(self, "connect_timeout_ms", self.connect_timeout_ms, 100)
+        check(
             "bootstrap.servers" not in self.librdkafka,
             self,
             "librdkafka.bootstrap.servers",
             "set broker.bootstrap_servers instead",
         )
         protocol = self.librdkafka.get("group.protocol", "classic")
-        _check(
+        check(
             protocol == "classic",
             self,
             "librdkafka.group.protocol",
@@ -134,7 +129,7 @@ class TopicsConfig:
 
     def __post_init__(self) -> None:
         for name, topic in self.by_role().items():
-            _check(
+            check(
                 _TOPIC_NAME.fullmatch(topic) is not None and topic not in {".", ".."},
                 self,
                 name,
@@ -142,10 +137,10 @@ class TopicsConfig:
             )
         names = list(self.by_role().values())
         dupes = sorted({n for n in names if names.count(n) > 1})
-        _check(not dupes, self, "quotes", f"topic names must be distinct; repeated: {dupes}")
-        _check(self.partitions >= 1, self, "partitions", "must be at least 1")
-        _check(self.replication_factor >= 1, self, "replication_factor", "must be at least 1")
-        _check_ms(self, "neli_retention_ms", self.neli_retention_ms, 1000)
+        check(not dupes, self, "quotes", f"topic names must be distinct; repeated: {dupes}")
+        check(self.partitions >= 1, self, "partitions", "must be at least 1")
+        check(self.replication_factor >= 1, self, "replication_factor", "must be at least 1")
+        check_ms(self, "neli_retention_ms", self.neli_retention_ms, 1000)
 
     def by_role(self) -> dict[str, str]:
         """Returns ``{role: topic name}`` for all six topics, in pipeline order."""
@@ -157,119 +152,6 @@ class TopicsConfig:
             "dlq": self.dlq,
             "raw_dlq": self.raw_dlq,
         }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PublisherNeliConfig:
-    """Leader induction for the publisher groups: non-exclusive, T > S (docs/architecture.md §3).
-
-    Attributes:
-        session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000 (the embedded
-            broker); a real Kafka enforces its ``group.min.session.timeout.ms`` (6000 by
-            default). Default 3000.
-        threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
-            that every role has at least one leader. Default 4500.
-        pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 300.
-        keep_leading_when_isolated: a member keeps publishing the partitions it led,
-            provisionally, through a broker or coordinator stall or a session loss, until a new
-            assignment arrives or another member of its group has led them for longer than T
-            (see :class:`neli.NeliConfig`). The group coordinator is shared by both publishing
-            groups, so without this a stall longer than S revokes both groups at once. The
-            cost is duplicates on ``prices.raw`` during the stall, which the relay drops.
-            Default true.
-    """
-
-    session_timeout_ms: int = 3000
-    threshold_ms: int = 4500
-    pulse_interval_ms: int = 300
-    keep_leading_when_isolated: bool = True
-
-    def __post_init__(self) -> None:
-        _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
-        _check(
-            self.threshold_ms > self.session_timeout_ms,
-            self,
-            "threshold_ms",
-            f"non-exclusive publishers need threshold_ms > session_timeout_ms "
-            f"({self.threshold_ms} <= {self.session_timeout_ms})",
-        )
-        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
-
-
-def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
-    _check_ms(owner, "pulse_interval_ms", pulse_ms, 10)
-    _check(
-        pulse_ms * _PULSES_PER_THRESHOLD <= threshold_ms,
-        owner,
-        "pulse_interval_ms",
-        f"must be at most threshold_ms / {_PULSES_PER_THRESHOLD} "
-        f"({pulse_ms} > {threshold_ms // _PULSES_PER_THRESHOLD})",
-    )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RelayConfig:
-    """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
-
-    Attributes:
-        session_timeout_ms: S for the relay's group. At least 1000. Default 3000.
-        threshold_ms: T, the self-heartbeat deadline after which an owner fences itself, and
-            the grace period after a new assignment. Default 2000.
-        clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
-        pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
-        reorder_window_ms: how long to wait for a missing seq from the other group's copy
-            before declaring a gap. Default 500: a missing copy costs at most this much delay,
-            while a shorter window turns a briefly lagging group into a declared gap (a copy
-            arriving after its seq was declared missing cannot be delivered in order).
-        assignment_strategy: the relay group's rebalance protocol (see below). Default
-            ``"roundrobin"``.
-
-    Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
-    the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
-    between asking and acting. Here the invariant itself is enforced (T + e < S, checked
-    above), a pause is caught by the stall guard (stall_limit S / 2: a member that was frozen
-    longer waits a grace T before emitting again), and every record is produced only after
-    ``leads()`` says yes at that instant. T = S / 3 = 1000 ms would make an owner fence itself
-    whenever its own heartbeat round trip exceeds 1 s, which on a loaded 2-core machine
-    happens often (self-fencing flaps, each costing a takeover) and buys no safety the checks
-    above do not already give. On real Kafka, whose brokers refuse sessions below
-    ``group.min.session.timeout.ms`` (6000 by default), use S = 6000, T = 4000, e = 500.
-
-    ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
-    a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
-    joins) left the remaining relay unassigned for good: ``prices`` silent until a restart.
-    :meth:`neli.Neli.close` now lets a rebalance in progress finish before it leaves, which
-    cures the eager protocol; a cooperative rebalance has two rounds and still wedged in the
-    same test. An eager rebalance revokes every partition and assigns again, so a join costs
-    every partition a takeover (grace T plus the marker's round trip) instead of a wedge.
-    """
-
-    session_timeout_ms: int = 3000
-    threshold_ms: int = 2000
-    clock_skew_ms: int = 200
-    pulse_interval_ms: int = 300
-    reorder_window_ms: int = 500
-    assignment_strategy: str = "roundrobin"
-
-    def __post_init__(self) -> None:
-        _check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
-        _check_ms(self, "threshold_ms", self.threshold_ms)
-        _check_ms(self, "clock_skew_ms", self.clock_skew_ms, 0)
-        _check(
-            self.threshold_ms + self.clock_skew_ms < self.session_timeout_ms,
-            self,
-            "threshold_ms",
-            f"exclusive ownership needs threshold_ms + clock_skew_ms < session_timeout_ms "
-            f"({self.threshold_ms} + {self.clock_skew_ms} >= {self.session_timeout_ms})",
-        )
-        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
-        _check(
-            0 <= self.reorder_window_ms < self.threshold_ms,
-            self,
-            "reorder_window_ms",
-            f"must be between 0 and threshold_ms ({self.threshold_ms}), "
-            f"got {self.reorder_window_ms}",
-        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -291,12 +173,12 @@ class FeedConfig:
     symbols: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        _check(1 <= self.instruments <= 100_000, self, "instruments", "must be 1..100000")
-        _check(self.rate_per_instrument_hz >= 0, self, "rate_per_instrument_hz", "must be >= 0")
+        check(1 <= self.instruments <= 100_000, self, "instruments", "must be 1..100000")
+        check(self.rate_per_instrument_hz >= 0, self, "rate_per_instrument_hz", "must be >= 0")
         if self.symbols is not None:
-            _check(bool(self.symbols), self, "symbols", "must not be empty when set")
-            _check(all(s.strip() for s in self.symbols), self, "symbols", "blank symbol")
-            _check(len(set(self.symbols)) == len(self.symbols), self, "symbols", "duplicates")
+            check(bool(self.symbols), self, "symbols", "must not be empty when set")
+            check(all(s.strip() for s in self.symbols), self, "symbols", "blank symbol")
+            check(len(set(self.symbols)) == len(self.symbols), self, "symbols", "duplicates")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -315,11 +197,11 @@ class InstrumentOverride:
 
     def __post_init__(self) -> None:
         if self.spread_bps is not None:
-            _check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
+            check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
         if self.skew_bps is not None:
-            _check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
+            check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
         if self.tick_size is not None:
-            _check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
+            check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -341,9 +223,9 @@ class PricingConfig:
     )
 
     def __post_init__(self) -> None:
-        _check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
-        _check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
-        _check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
+        check(0 <= self.spread_bps < 10_000, self, "spread_bps", "must be in [0, 10000)")
+        check(abs(self.skew_bps) < 10_000, self, "skew_bps", "must be in (-10000, 10000)")
+        check(self.tick_size > 0, self, "tick_size", f"must be > 0, got {self.tick_size}")
         object.__setattr__(self, "instruments", types.MappingProxyType(dict(self.instruments)))
 
 
@@ -364,38 +246,10 @@ class HealthConfig:
     subscriber_port: int = 0
 
     def __post_init__(self) -> None:
-        _check(bool(self.host.strip()), self, "host", "must not be empty")
+        check(bool(self.host.strip()), self, "host", "must not be empty")
         for name in ("publisher_port", "relay_port", "subscriber_port"):
             port = getattr(self, name)
-            _check(0 <= port <= 65_535, self, name, f"must be 0..65535, got {port}")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SubscriberConfig:
-    """What ``pricing-ha subscribe`` (and the subscriber library) judges a stream by.
-
-    Attributes:
-        max_silence_ms: the staleness bound. The verdict fails (``ok = false``) when any
-            instrument was silent for longer: between two deliveries, or while other
-            instruments were delivered. Set it to the service's promise; 0 turns the check
-            off. Default 30000 (the relay's worst measured fail-over fits under it; see the
-            README's figures).
-    """
-
-    max_silence_ms: int = 30_000
-
-    def __post_init__(self) -> None:
-        _check(
-            self.max_silence_ms >= 0,
-            self,
-            "max_silence_ms",
-            f"must be >= 0 (0: no bound), got {self.max_silence_ms}",
-        )
-
-    @property
-    def max_silence_bound_s(self) -> float | None:
-        """The bound in seconds, or ``None`` when the check is off."""
-        return self.max_silence_ms / 1000 if self.max_silence_ms else None
+            check(0 <= port <= 65_535, self, name, f"must be 0..65535, got {port}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -419,15 +273,15 @@ class TelemetryConfig:
     price_sample_ratio: float = 0.01
 
     def __post_init__(self) -> None:
-        _check(bool(self.az.strip()), self, "az", "must not be empty")
-        _check(
+        check(bool(self.az.strip()), self, "az", "must not be empty")
+        check(
             0.0 <= self.price_sample_ratio <= 1.0,
             self,
             "price_sample_ratio",
             f"must be between 0 and 1, got {self.price_sample_ratio}",
         )
         if self.otlp_endpoint is not None:
-            _check(
+            check(
                 self.otlp_endpoint.startswith(("http://", "https://")),
                 self,
                 "otlp_endpoint",

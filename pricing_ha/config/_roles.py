@@ -1,0 +1,157 @@
+"""The configuration sections of the long-running roles: their NELI timing and verdicts.
+
+``[neli]`` (the publishing groups), ``[relay]`` and ``[subscriber]``; the timing rules they
+check are those of docs/architecture.md §3. Import these names from :mod:`pricing_ha.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pricing_ha.config._sections import check, check_ms
+
+__all__ = ["PublisherNeliConfig", "RelayConfig", "SubscriberConfig"]
+
+_MIN_SESSION_TIMEOUT_MS = 1000  # below this the embedded broker's groups churn forever
+_PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never costs leadership
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PublisherNeliConfig:
+    """Leader induction for the publisher groups: non-exclusive, T > S (docs/architecture.md §3).
+
+    Attributes:
+        session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000 (the embedded
+            broker); a real Kafka enforces its ``group.min.session.timeout.ms`` (6000 by
+            default). Default 3000.
+        threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
+            that every role has at least one leader. Default 4500.
+        pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 300.
+        keep_leading_when_isolated: a member keeps publishing the partitions it led,
+            provisionally, through a broker or coordinator stall or a session loss, until a new
+            assignment arrives or another member of its group has led them for longer than T
+            (see :class:`neli.NeliConfig`). The group coordinator is shared by both publishing
+            groups, so without this a stall longer than S revokes both groups at once. The
+            cost is duplicates on ``prices.raw`` during the stall, which the relay drops.
+            Default true.
+    """
+
+    session_timeout_ms: int = 3000
+    threshold_ms: int = 4500
+    pulse_interval_ms: int = 300
+    keep_leading_when_isolated: bool = True
+
+    def __post_init__(self) -> None:
+        check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
+        check(
+            self.threshold_ms > self.session_timeout_ms,
+            self,
+            "threshold_ms",
+            f"non-exclusive publishers need threshold_ms > session_timeout_ms "
+            f"({self.threshold_ms} <= {self.session_timeout_ms})",
+        )
+        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
+
+
+def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
+    check_ms(owner, "pulse_interval_ms", pulse_ms, 10)
+    check(
+        pulse_ms * _PULSES_PER_THRESHOLD <= threshold_ms,
+        owner,
+        "pulse_interval_ms",
+        f"must be at most threshold_ms / {_PULSES_PER_THRESHOLD} "
+        f"({pulse_ms} > {threshold_ms // _PULSES_PER_THRESHOLD})",
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RelayConfig:
+    """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
+
+    Attributes:
+        session_timeout_ms: S for the relay's group. At least 1000. Default 3000.
+        threshold_ms: T, the self-heartbeat deadline after which an owner fences itself, and
+            the grace period after a new assignment. Default 2000.
+        clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
+        pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
+        reorder_window_ms: how long to wait for a missing seq from the other group's copy
+            before declaring a gap. Default 500: a missing copy costs at most this much delay,
+            while a shorter window turns a briefly lagging group into a declared gap (a copy
+            arriving after its seq was declared missing cannot be delivered in order).
+        assignment_strategy: the relay group's rebalance protocol (see below). Default
+            ``"roundrobin"``.
+
+    Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
+    the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
+    between asking and acting. Here the invariant itself is enforced (T + e < S, checked
+    above), a pause is caught by the stall guard (stall_limit S / 2: a member that was frozen
+    longer waits a grace T before emitting again), and every record is produced only after
+    ``leads()`` says yes at that instant. T = S / 3 = 1000 ms would make an owner fence itself
+    whenever its own heartbeat round trip exceeds 1 s, which on a loaded 2-core machine
+    happens often (self-fencing flaps, each costing a takeover) and buys no safety the checks
+    above do not already give. On real Kafka, whose brokers refuse sessions below
+    ``group.min.session.timeout.ms`` (6000 by default), use S = 6000, T = 4000, e = 500.
+
+    ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
+    a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
+    joins) left the remaining relay unassigned for good: ``prices`` silent until a restart.
+    :meth:`neli.Neli.close` now lets a rebalance in progress finish before it leaves, which
+    cures the eager protocol; a cooperative rebalance has two rounds and still wedged in the
+    same test. An eager rebalance revokes every partition and assigns again, so a join costs
+    every partition a takeover (grace T plus the marker's round trip) instead of a wedge.
+    """
+
+    session_timeout_ms: int = 3000
+    threshold_ms: int = 2000
+    clock_skew_ms: int = 200
+    pulse_interval_ms: int = 300
+    reorder_window_ms: int = 500
+    assignment_strategy: str = "roundrobin"
+
+    def __post_init__(self) -> None:
+        check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
+        check_ms(self, "threshold_ms", self.threshold_ms)
+        check_ms(self, "clock_skew_ms", self.clock_skew_ms, 0)
+        check(
+            self.threshold_ms + self.clock_skew_ms < self.session_timeout_ms,
+            self,
+            "threshold_ms",
+            f"exclusive ownership needs threshold_ms + clock_skew_ms < session_timeout_ms "
+            f"({self.threshold_ms} + {self.clock_skew_ms} >= {self.session_timeout_ms})",
+        )
+        _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
+        check(
+            0 <= self.reorder_window_ms < self.threshold_ms,
+            self,
+            "reorder_window_ms",
+            f"must be between 0 and threshold_ms ({self.threshold_ms}), "
+            f"got {self.reorder_window_ms}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubscriberConfig:
+    """What ``pricing-ha subscribe`` (and the subscriber library) judges a stream by.
+
+    Attributes:
+        max_silence_ms: the staleness bound. The verdict fails (``ok = false``) when any
+            instrument was silent for longer: between two deliveries, or while other
+            instruments were delivered. Set it to the service's promise; 0 turns the check
+            off. Default 30000 (the relay's worst measured fail-over fits under it; see the
+            README's figures).
+    """
+
+    max_silence_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        check(
+            self.max_silence_ms >= 0,
+            self,
+            "max_silence_ms",
+            f"must be >= 0 (0: no bound), got {self.max_silence_ms}",
+        )
+
+    @property
+    def max_silence_bound_s(self) -> float | None:
+        """The bound in seconds, or ``None`` when the check is off."""
+        return self.max_silence_ms / 1000 if self.max_silence_ms else None
