@@ -344,7 +344,9 @@ def test_relay_recovers_and_relays_every_price_exactly_once(
     run_worker(worker)
     client = "relay-r1-prices"
     try:
-        wait_for(lambda: deliveries.count(client) > 0, 30, "the relay to deliver", interval_s=0.01)
+        # The first M deliveries are the takeover markers (one per partition): pause once
+        # prices are flowing, so that output is in flight when the broker stops.
+        wait_for(lambda: deliveries.count(client) > M, 30, "the relay to deliver", interval_s=0.01)
         if target.broker is not None:
             sigcont = pause_broker(target)
             assert worker.output_problem() is not None  # readiness: not ready at SIGCONT
