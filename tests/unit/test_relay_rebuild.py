@@ -36,8 +36,8 @@ class ScanConsumer:
         self.closed = False
 
     def get_watermark_offsets(self, tp: TopicPartition, **_: Any) -> tuple[int, int]:
-        """The scripted watermarks."""
-        return 0, self.high
+        """The end must be learned by reading up to the marker, never by asking."""
+        raise AssertionError(f"watermarks asked for {tp}; this broker's ({self.high}) lag")
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Accept the assignment."""
