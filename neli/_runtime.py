@@ -280,6 +280,29 @@ class Neli:
         with self._lock:
             return self._tracker.assigned()
 
+    def in_grace(self) -> frozenset[int]:
+        """Exclusive mode: partitions assigned to this member and still in their grace period."""
+        with self._lock:
+            return self._tracker.in_grace(self._clock.monotonic())
+
+    def end_grace(self, partition: int) -> bool:
+        """Exclusive mode: end ``partition``'s grace period now; returns whether one was running.
+
+        The grace period after a new assignment exists because an earlier holder may still be
+        acting (it has not noticed yet that it lost the partition). Call this only with proof
+        that none can: for example a *release* record that the previous holder wrote after its
+        last act, found at the end of a totally ordered log this member has just read to its
+        end, with nothing after it. Leadership still needs this member's own fresh heartbeat
+        (and no stall), as always.
+        """
+        with self._lock:
+            ended = self._tracker.end_grace(partition, self._clock.monotonic())
+        if ended and self._loop is not None and self._sender is not None:
+            # Prove ownership at once instead of at the next pulse.
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._loop.call_soon_threadsafe(self._sender.pulse)
+        return ended
+
     def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""
         clock = self._clock
@@ -391,6 +414,10 @@ class Neli:
                 [tp.partition for tp in partitions if tp.topic == self.config.topic],
                 self._clock.monotonic(),
             )
+        if partitions and self._loop is not None and self._sender is not None:
+            # A new assignment needs this member's own heartbeat (fast variant): send it now.
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._loop.call_soon_threadsafe(self._sender.pulse)
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._rebalancing = True

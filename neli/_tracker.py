@@ -132,6 +132,36 @@ class LeadershipTracker:
                 self._incarnations += 1
                 self._slots[p] = _Slot(assigned_mono=now_mono, incarnation=self._incarnations)
 
+    def end_grace(self, partition: int, now_mono: float) -> bool:
+        """End the exclusive grace period of an assigned, not yet led ``partition`` now.
+
+        For a caller that has *proof* that no earlier holder can still act on the partition
+        (see :meth:`neli.Neli.end_grace`). Returns whether a grace period was cut short.
+        """
+        slot = self._slots.get(partition)
+        if (
+            not self._exclusive
+            or slot is None
+            or slot.released is not None
+            or slot.state is not _State.FOLLOWER
+            or now_mono - slot.assigned_mono >= self._t
+        ):
+            return False
+        slot.assigned_mono = now_mono - self._t
+        return True
+
+    def in_grace(self, now_mono: float) -> frozenset[int]:
+        """Exclusive mode: assigned partitions still in their grace period, not yet led."""
+        if not self._exclusive:
+            return frozenset()
+        return frozenset(
+            p
+            for p, slot in self._slots.items()
+            if slot.released is None
+            and slot.state is _State.FOLLOWER
+            and now_mono - slot.assigned_mono < self._t
+        )
+
     def revoke(
         self, partitions: Iterable[int], reason: str, *, release: bool = False, lost: bool = False
     ) -> list[Transition]:

@@ -73,6 +73,10 @@ class FakeNeli:
         self._clock = ManualClock()
         #: Every event delivered so far, in order.
         self.history: list[LeadershipEvent] = []
+        #: Partitions in their grace period (set by the test; see :meth:`in_grace`).
+        self.grace: set[int] = set()
+        #: Partitions whose grace :meth:`end_grace` ended, in order.
+        self.grace_ended: list[int] = []
 
     # -- the Neli surface ---------------------------------------------------------------------
 
@@ -100,6 +104,18 @@ class FakeNeli:
     def assigned_partitions(self) -> frozenset[int]:
         """Assigned partitions."""
         return frozenset(self._assigned)
+
+    def in_grace(self) -> frozenset[int]:
+        """Partitions the test put in :attr:`grace` (assigned, in their grace period)."""
+        return frozenset(self.grace)
+
+    def end_grace(self, partition: int) -> bool:
+        """Take ``partition`` out of :attr:`grace`; recorded in :attr:`grace_ended`."""
+        if partition not in self.grace:
+            return False
+        self.grace.discard(partition)
+        self.grace_ended.append(partition)
+        return True
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""

@@ -9,8 +9,6 @@
      ├── EmbeddedBrokerError  the embedded Tansu broker could not be found or started
      ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
      ├── InvalidPriceError    (pricing_ha.publishing.pricing) a price value that cannot be decoded
-     ├── RebuildError         (pricing_ha.dedupe.records) a takeover could not read prices[k]
-     │                        to its end: retried, never done on partial high-water marks
      └── ReplayError          (pricing_ha.feed.sources) a bad replay CSV file or row
 
 Each class carries ``exit_code``, the process exit status a command uses when the error ends it

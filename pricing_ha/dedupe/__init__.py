@@ -2,6 +2,7 @@
 
 * :mod:`.arbitration`: first copy of each ``(instrument, seq)`` wins (A/B line arbitration);
 * :mod:`.relay`: ``pricing-ha dedupe``, exclusive owner of each ``prices`` partition;
-* :mod:`.records`: what the relay reads (``prices.raw``, and ``prices`` to rebuild from);
+* :mod:`.records`: what the relay reads from ``prices.raw``;
+* :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, control records;
 * :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans).
 """

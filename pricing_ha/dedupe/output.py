@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -109,6 +110,9 @@ class RelayOutput:
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
         self._unproven = False  # replaced, and the broker has not answered the new producer yet
         self._probed_at = float("-inf")
+        #: Starts the ``marker`` header of this member's control records (one per process).
+        self.token = f"{member}/{uuid.uuid4().hex[:12]}"
+        self._markers = 0
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": 1, "log.connection.close": False},
@@ -141,6 +145,10 @@ class RelayOutput:
             self._unproven = True
         failed, self._failed = self._failed, set()
         return failed
+
+    def mark_failed(self, partitions: set[int]) -> None:
+        """Report ``partitions`` failed again at the end of the next batch."""
+        self._failed |= partitions
 
     @property
     def problem(self) -> str | None:
@@ -176,13 +184,21 @@ class RelayOutput:
 
     # -- producing ----------------------------------------------------------------------------
 
-    def write_markers(self, partitions: list[int], timeout_s: float) -> dict[int, int]:
-        """Write a takeover marker to ``prices[k]`` for each k; return each acknowledged offset.
+    def write_markers(
+        self,
+        partitions: list[int],
+        kind: bytes,
+        timeout_s: float,
+        *,
+        terms: Mapping[int, int] | None = None,
+    ) -> dict[int, int]:
+        """Write a control record of ``kind`` to ``prices[k]`` for each k; return the offsets.
 
-        The marker (a control record: no key, empty value, :data:`CONTROL_HEADER`) is how a new
-        owner learns where the partition ends: once it is acknowledged, everything an earlier
-        owner appended is below its offset. Partitions whose marker was not acknowledged
-        within ``timeout_s`` are missing from the result.
+        A control record has no key, an empty value, :data:`CONTROL_HEADER` = ``kind`` and a
+        ``marker`` header that starts with this member's :attr:`token` (so its own standby
+        tail recognises it); a release also names its ``term`` (from ``terms``). Kinds and
+        what they prove: :mod:`pricing_ha.dedupe.standby`. Partitions whose record was not
+        acknowledged within ``timeout_s`` are missing from the result.
         """
         offsets: dict[int, int] = {}
 
@@ -191,12 +207,16 @@ class RelayOutput:
             if err is None and partition is not None and offset is not None and offset >= 0:
                 offsets[partition] = offset
 
-        headers: list[tuple[str, HeaderValue]] = [
-            (CONTROL_HEADER, b"takeover"),
-            ("relay", self._member.encode()),
-            ("relay_ns", str(time.time_ns()).encode()),
-        ]
         for partition in partitions:
+            self._markers += 1
+            headers: list[tuple[str, HeaderValue]] = [
+                (CONTROL_HEADER, kind),
+                ("marker", f"{self.token}:{self._markers}".encode()),
+                ("relay", self._member.encode()),
+                ("relay_ns", str(time.time_ns()).encode()),
+            ]
+            if terms is not None and partition in terms:
+                headers.append(("term", str(terms[partition]).encode()))
             self.producer.produce(
                 self._cfg.topics.prices,
                 key=None,

@@ -28,24 +28,16 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
 
-from neli import Mode, Variant
+from neli import Mode, Neli, Variant
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
-from pricing_ha.dedupe.records import (
-    RawPrice,
-    RebuildError,
-    as_bytes,
-    parse_raw,
-    parse_raw_record,
-    rebuild_high_water,
-)
+from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw, parse_raw_record
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, StandbyTail
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
@@ -68,8 +60,10 @@ log = logging.getLogger("pricing_ha.relay")
 
 DEFAULT_GROUP = "relay"
 
-_MARKER_TIMEOUT_S = 5.0  # the takeover marker's acknowledgement
-_REBUILD_TIMEOUT_S = 30.0  # reading prices[k] up to the marker
+_MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
+_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
+_CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
+_TEND_EVERY_S = 0.05  # how often partitions in their grace period are looked at
 
 
 def relay_group_id(group: str) -> str:
@@ -88,7 +82,7 @@ class _RelayWorker(PartitionWorker):
         cfg: AppConfig,
         group: str,
         member: str,
-        leads: Callable[[int], bool],
+        neli: Neli,
         stats: RelayStats,
         *,
         telemetry: Telemetry,
@@ -110,19 +104,38 @@ class _RelayWorker(PartitionWorker):
                 ),
                 logger=log,
             ),
-            leads,
+            neli.leads,
         )
         self._cfg = cfg
+        self._neli = neli
         self.stats = stats
         self._window_s = cfg.relay.reorder_window_ms / 1000
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
-        self._scan_settings = broker.client_config(
-            defaults=base,
-            required={"group.id": f"relay-scan-{uuid.uuid4().hex}", "enable.auto.commit": False},
-        )
         self._out = RelayOutput(
-            cfg, member, raw_group_id(group), leads, stats=stats, telemetry=telemetry
+            cfg, member, raw_group_id(group), neli.leads, stats=stats, telemetry=telemetry
         )
+        self.standby = StandbyTail(
+            broker.client_config(
+                defaults=base,
+                required={
+                    "group.id": f"relay-standby-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "client.id": f"relay-{member}-standby",
+                },
+            ),
+            cfg.topics.prices,
+            cfg.topics.partitions,
+            self._out.token,
+        )
+        self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
+        self._probed: set[int] = set()  # in their grace period, probed once already
+        self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+        self._next_tend = 0.0
+
+    def start(self) -> None:
+        """Start the standby tail, then the worker thread."""
+        self.standby.start()
+        super().start()
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -133,46 +146,48 @@ class _RelayWorker(PartitionWorker):
             raise deferred[partition]
 
     def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
-        """Take partitions up: marker, rebuild up to it (in parallel), then consume.
+        """Take partitions up: takeover marker, the standby's marks up to it, then consume.
 
         For each k: write a takeover marker to ``prices[k]`` and wait for its acknowledgement
-        (the end of ``prices[k]`` is then known by offset, not by asking the broker), rebuild
-        the high-water marks by reading up to the marker, then consume ``prices.raw[k]`` from
-        the group's committed position. A partition whose marker or rebuild fails is deferred
-        and tried again: never taken up on marks that might be incomplete.
+        (the end of ``prices[k]`` is then known by offset, not by asking the broker), take the
+        high-water marks the standby tail had just before the marker (it reads every
+        partition continuously, so this waits only for the short tail since its position),
+        then consume ``prices.raw[k]`` from the group's committed position. A partition whose
+        marker is not acknowledged, or that the tail does not reach in time, is deferred and
+        tried again: never taken up on marks that might be incomplete.
         """
         t0 = time.monotonic()
         deferred: dict[int, TakeoverDeferredError] = {}
-        ends = self._out.write_markers(partitions, timeout_s=_MARKER_TIMEOUT_S)
+        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
         for partition in partitions:
             if partition not in ends:
                 deferred[partition] = TakeoverDeferredError(
                     "the takeover marker was not acknowledged"
                 )
-        todo = [p for p in partitions if p in ends]
-        topic = self._cfg.topics.prices
-
-        def rebuild(partition: int) -> dict[str, int]:
-            return rebuild_high_water(
-                self._scan_settings,
-                topic,
-                partition,
-                end_offset=ends[partition],
-                timeout_s=_REBUILD_TIMEOUT_S,
-            )
-
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
-            results = {p: pool.submit(rebuild, p) for p in todo}
-        for partition, future in results.items():
-            try:
-                marks = future.result()
-            except (RebuildError, KafkaException) as exc:
-                deferred[partition] = TakeoverDeferredError(str(exc))
+        for partition in [p for p in partitions if p in ends]:
+            snap = self.standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
+            if snap is None:
+                deferred[partition] = TakeoverDeferredError(
+                    f"the standby tail did not reach the takeover marker at offset "
+                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
+                    retry_after_s=0.5,
+                )
                 continue
+            if partition in self._waived:
+                self._waived.discard(partition)
+                if not snap.clean:
+                    # Another term started between the probe and this marker: the grace
+                    # period was not to be skipped after all. Wait it out, then start over.
+                    deferred[partition] = TakeoverDeferredError(
+                        "another owner appeared after the clean release",
+                        retry_after_s=self._cfg.relay.threshold_ms / 1000,
+                    )
+                    continue
             arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
-            for instrument, seq in marks.items():
+            for instrument, seq in snap.high.items():
                 arbiter.set_high_water(instrument, seq)
             self._arbiters[partition] = arbiter
+            self._terms[partition] = ends[partition]
             self._out.track(partition, arbiter)
             raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
             self.consumer.incremental_assign([raw])
@@ -180,17 +195,56 @@ class _RelayWorker(PartitionWorker):
             self.stats.takeovers += 1
             self.stats.rebuild_s.append(took)
             log.info(
-                "relay took partition %d (end at offset %d, rebuilt in %.3f s)",
+                "relay took partition %d (takeover marker at offset %d, ready in %.3f s)",
                 partition,
                 ends[partition],
                 took,
             )
         return deferred
 
+    def tend(self) -> None:
+        """Probe partitions in their grace period: skip the grace after a clean release.
+
+        A partition whose previous owner released it cleanly (its release marker is the last
+        word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`) has nobody left who could
+        append to it, so waiting out the grace period would only leave it silent: the grace is
+        ended (:meth:`neli.Neli.end_grace`) and the partition is taken up at once. This is what
+        makes a planned move (SIGTERM, a member joining) cost a rebalance, not S + T.
+        """
+        now = time.monotonic()
+        if now < self._next_tend:
+            return
+        self._next_tend = now + _TEND_EVERY_S
+        grace = self._neli.in_grace()
+        self._probed &= grace
+        todo = sorted(grace - self._probed)
+        if not todo:
+            return
+        self._probed.update(todo)
+        probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+        for partition, offset in sorted(probes.items()):
+            snap = self.standby.snapshot_at(partition, offset, _PROBE_TIMEOUT_S)
+            if snap is not None and snap.clean and self._neli.end_grace(partition):
+                self._waived.add(partition)
+                log.info("partition %d was released cleanly: no grace period", partition)
+
     def unassign(self, partition: int) -> None:
-        """Flush, then stop consuming ``prices.raw[k]``; held records are re-read by the next
-        owner. The flush makes a revocation's barrier wait for this relay's output."""
-        self._out.flush(self._arbiters)
+        """Flush, release, then stop consuming ``prices.raw[k]``.
+
+        The flush makes a revocation's barrier wait for this relay's output. When every record
+        this member produced to ``prices[k]`` was acknowledged, a release marker naming its term
+        says so: the next owner then need not wait out its grace period. Records held in the
+        reorder window are re-read by the next owner.
+        """
+        failed = self._out.flush(self._arbiters)
+        term = self._terms.pop(partition, None)
+        if partition not in failed and term is not None:
+            released = self._out.write_markers(
+                [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: term}
+            )
+            if partition not in released:
+                log.warning("partition %d: the release marker was not acknowledged", partition)
+        self._out.mark_failed(failed - {partition})  # handled by the next batch
         raw = TopicPartition(self._cfg.topics.raw, partition)
         self.consumer.incremental_unassign([raw])
         self._out.report(self._arbiters)
@@ -198,9 +252,14 @@ class _RelayWorker(PartitionWorker):
         self._out.forget(partition)
 
     def close_clients(self) -> None:
-        """Flush output, then close the input consumer."""
+        """Flush output, then close the input consumer and the standby tail."""
         self._out.close()
         self.consumer.close()
+        self.standby.close()
+
+    def standby_problem(self) -> str | None:
+        """Why the standby is not ready, or ``None`` (readiness)."""
+        return self.standby.problem()
 
     def output_problem(self) -> str | None:
         """Why output to ``prices`` cannot be delivered now, or ``None`` (readiness)."""
@@ -321,7 +380,7 @@ class Relay(WorkerMember):
             assignment_strategy=r.assignment_strategy,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
-        worker = _RelayWorker(cfg, group, member, neli.leads, self.stats, telemetry=tel)
+        worker = _RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel)
         super().__init__(neli, worker, telemetry)
 
 

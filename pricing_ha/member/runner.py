@@ -103,6 +103,8 @@ class WorkerMember:
             raise RuntimeError(f"the partition worker failed: {self.worker.error!r}")
         if (problem := self.worker.output_problem()) is not None:
             raise RuntimeError(f"output cannot be delivered: {problem}")
+        if (problem := self.worker.standby_problem()) is not None:
+            raise RuntimeError(problem)
         if deferred := dict(self.worker.deferred):
             raise RuntimeError(f"takeovers waiting: {deferred}")
         done = self._neli_done

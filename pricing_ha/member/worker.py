@@ -129,6 +129,16 @@ class PartitionWorker(abc.ABC):
         """
         return None
 
+    def standby_problem(self) -> str | None:
+        """Why this worker could not take a partition up quickly now, or ``None`` (readiness).
+
+        Read from other threads; the relay answers whether its standby tail is caught up.
+        """
+        return None
+
+    def tend(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called on every turn of the worker loop, between batches (keep it cheap)."""
+
     def may_resume(self) -> bool:
         """Whether partitions this worker dropped may be taken up again now (default: yes).
 
@@ -167,6 +177,7 @@ class PartitionWorker(abc.ABC):
             while not self._stop.is_set():
                 self._apply_commands()
                 self._reconcile()
+                self.tend()
                 if not self.active:
                     time.sleep(FIRST_WAIT_S)
                     continue

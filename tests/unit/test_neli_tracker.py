@@ -203,3 +203,35 @@ def test_predecessor_comes_from_the_members_own_group() -> None:
     # Groups p1 and p2 (and the relay) share the NELI topic: p2's leader of P heartbeats here.
     m.observe(P, m.heartbeat(P, member_id="p2-leader/000000000004", group="g2", led=(P,)))
     assert m.lead(P).predecessor == prev
+
+
+def test_end_grace_cuts_only_an_exclusive_grace_period_short(member: Member) -> None:
+    """end_grace(): exclusive mode, assigned and not yet led, within T of the assignment."""
+    member.assign(P)
+    member.beat(P)
+    if member.mode is not Mode.EXCLUSIVE:
+        assert member.tracker.in_grace(member.mono) == frozenset()
+        assert not member.tracker.end_grace(P, member.mono)
+        return
+    assert member.tracker.in_grace(member.mono) == frozenset({P})
+    assert member.why_not(P) == "grace period"
+    assert not member.tracker.end_grace(P + 1, member.mono)  # not assigned
+    assert member.tracker.end_grace(P, member.mono)
+    assert member.tracker.in_grace(member.mono) == frozenset()
+    assert member.why_not(P) is None
+    assert member.evaluate() == [Transition(EventKind.ACQUIRED, P, "assigned")]
+    assert not member.tracker.end_grace(P, member.mono)  # led: nothing to cut short
+
+
+@pytest.mark.parametrize("variant", list(Variant))
+def test_end_grace_keeps_the_other_conditions(variant: Variant) -> None:
+    """Ending the grace does not make a member lead without its heartbeat, nor after a stall."""
+    member = Member(variant, Mode.EXCLUSIVE)
+    member.assign(P)
+    assert member.tracker.end_grace(P, member.mono)
+    assert member.why_not(P) == "no heartbeat yet"
+    member.jump(T)  # a stall longer than the limit
+    member.assign(P + 1)
+    member.beat(P + 1)
+    assert member.tracker.end_grace(P + 1, member.mono)
+    assert member.why_not(P + 1) in ("stalled", "recovering from a stall")

@@ -1,0 +1,181 @@
+"""The relay's hot standby over a fake reader: high-water marks, clean releases, readiness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, StandbyTail, control_kind
+from pricing_ha.kafka.headers import CONTROL_HEADER
+from pricing_ha.publishing.pricing import Price, encode_price
+
+TOKEN = "r1/abc"
+
+
+class Log:
+    """Partitions of a fake ``prices`` topic, and a reader that serves what was appended."""
+
+    def __init__(self, partitions: int) -> None:
+        """Empty partitions."""
+        self.records: list[list[Message]] = [[] for _ in range(partitions)]
+        self.served = [0] * partitions
+        self.eof_sent = [False] * partitions
+        self.assigned: list[TopicPartition] = []
+        self.closed = False
+
+    def append(self, partition: int, **fields: Any) -> int:
+        """Append a record; returns its offset."""
+        offset = len(self.records[partition])
+        self.records[partition].append(
+            Message(topic="prices", partition=partition, offset=offset, **fields)
+        )
+        self.eof_sent[partition] = False
+        return offset
+
+    def price(self, partition: int, instrument: str, seq: int, *, header: bool = True) -> int:
+        """Append a price as the relay emits it (with a ``seq`` header unless told not to)."""
+        p = Price(instrument=instrument, seq=seq, bid=1.0, ask=1.1, mid=1.05, source_time_ns=5)
+        headers = [("seq", str(seq).encode())] if header else [("group", b"p1")]
+        return self.append(
+            partition, key=instrument.encode(), value=encode_price(p), headers=headers
+        )
+
+    def control(self, partition: int, kind: bytes, marker: str, term: int | None = None) -> int:
+        """Append a control record."""
+        headers = [(CONTROL_HEADER, kind), ("marker", marker.encode())]
+        if term is not None:
+            headers.append(("term", str(term).encode()))
+        return self.append(partition, key=None, value=b"", headers=headers)
+
+    # -- the reader surface -------------------------------------------------------------------
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Remember the assignment."""
+        self.assigned = partitions
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        """Everything not served yet, then an end-of-partition event per partition."""
+        out: list[Message] = []
+        for p, records in enumerate(self.records):
+            out.extend(records[self.served[p] :])
+            self.served[p] = len(records)
+            if not self.eof_sent[p]:
+                self.eof_sent[p] = True
+                err = KafkaError(KafkaError._PARTITION_EOF)
+                out.append(Message(topic="prices", partition=p, offset=len(records), error=err))
+        return out[:num_messages]
+
+    def close(self) -> None:
+        """Remember the close."""
+        self.closed = True
+
+
+def tail_of(log: Log) -> StandbyTail:
+    tail = StandbyTail({}, "prices", len(log.records), TOKEN, reader=lambda _s: log)
+    tail.open()
+    return tail
+
+
+def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:
+    log = Log(2)
+    log.price(0, "EURUSD", 1)
+    log.price(0, "EURUSD", 3)
+    log.price(0, "USDJPY", 7, header=False)  # no seq header: read from the value
+    log.price(1, "GBPUSD", 9)
+    mark = log.control(0, TAKEOVER, f"{TOKEN}:1")
+    log.price(0, "EURUSD", 4)  # after the marker: not part of the takeover's marks
+    tail = tail_of(log)
+    tail.step(0)
+    snap = tail.snapshot_at(0, mark, 0)
+    assert snap is not None
+    assert snap.offset == mark
+    assert snap.high == {"EURUSD": 3, "USDJPY": 7}
+    assert tail.views[0].high == {"EURUSD": 4, "USDJPY": 7}  # the tail goes on
+    assert tail.views[1].high == {"GBPUSD": 9}
+    assert [tp.partition for tp in log.assigned] == [0, 1]
+
+
+def test_a_marker_of_another_member_is_not_captured() -> None:
+    log = Log(1)
+    log.price(0, "EURUSD", 1)
+    theirs = log.control(0, TAKEOVER, "r2/xyz:1")
+    tail = tail_of(log)
+    tail.step(0)
+    assert tail.snapshot_at(0, theirs, 0.2) is None  # passed it: not ours, no wait
+
+
+def test_snapshot_waits_for_the_tail_and_gives_up_in_time() -> None:
+    log = Log(1)
+    tail = tail_of(log)
+    tail.step(0)
+    mark = log.control(0, PROBE, f"{TOKEN}:1")
+    assert tail.snapshot_at(0, mark, 0.05) is None  # not read yet
+    tail.step(0)
+    snap = tail.snapshot_at(0, mark, 0)
+    assert snap is not None
+    assert snap.clean  # never owned
+
+
+def clean_before(build: list[tuple[str, Any]]) -> bool:
+    """Whether a probe appended after ``build`` (a list of ops) finds the partition clean."""
+    log = Log(1)
+    terms: list[int] = []
+    for op, arg in build:
+        if op == "takeover":
+            terms.append(log.control(0, TAKEOVER, f"{arg}:1"))
+        elif op == "price":
+            log.price(0, "EURUSD", arg)
+        elif op == "release":  # arg: which term (index into terms) it names
+            log.control(0, RELEASE, "other:2", term=terms[arg])
+    probe = log.control(0, PROBE, f"{TOKEN}:9")
+    tail = tail_of(log)
+    tail.step(0)
+    snap = tail.snapshot_at(0, probe, 0)
+    assert snap is not None
+    return snap.clean
+
+
+def test_clean_release_needs_the_latest_terms_owner_to_release_last() -> None:
+    a, b = "r2/aaa", "r3/bbb"
+    assert clean_before([])
+    assert clean_before([("takeover", a), ("price", 1), ("release", 0)])
+    assert not clean_before([("takeover", a), ("price", 1)])  # crashed owner: no release
+    assert not clean_before([("price", 1)])  # data without any term: unknown owner
+    # b took over after a; a's late release does not speak for b, who may still emit.
+    assert not clean_before([("takeover", a), ("takeover", b), ("price", 2), ("release", 0)])
+    assert clean_before([("takeover", a), ("release", 0), ("takeover", b), ("release", 1)])
+    # A price after the release: someone is emitting without a term.
+    assert not clean_before([("takeover", a), ("release", 0), ("price", 3)])
+
+
+def test_readiness_waits_for_every_partition_to_reach_its_end() -> None:
+    log = Log(2)
+    log.price(0, "EURUSD", 1)
+    tail = tail_of(log)
+    problem = tail.problem()
+    assert problem is not None
+    assert "[0, 1]" in problem
+    tail.step(0)
+    assert tail.problem() is None
+    assert tail.records == 1
+
+
+def test_records_read_twice_are_applied_once() -> None:
+    log = Log(1)
+    log.price(0, "EURUSD", 5)
+    tail = tail_of(log)
+    tail.step(0)
+    log.served[0] = 0  # as after a reset to an earlier offset
+    log.price(0, "EURUSD", 6)
+    tail.step(0)
+    assert tail.records == 2
+    assert tail.views[0].position == 2
+    assert tail.views[0].high == {"EURUSD": 6}
+
+
+def test_control_kind_tells_control_records_from_prices() -> None:
+    assert control_kind([("seq", b"1")]) is None
+    assert control_kind(None) is None
+    got = control_kind([(CONTROL_HEADER, "release"), ("term", b"12")])
+    assert got == (RELEASE, {CONTROL_HEADER: b"release", "term": b"12"})
