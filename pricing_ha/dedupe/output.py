@@ -42,7 +42,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
-from pricing_ha.kafka.producers import ReplaceableProducer
+from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import (
@@ -95,8 +95,9 @@ class RelayOutput:
         *,
         stats: RelayStats,
         telemetry: Telemetry,
+        producer_factory: Callable[[dict[str, ConfigValue]], Producer] | None = None,
     ) -> None:
-        """Create the producer."""
+        """Create the producer (``producer_factory``: tests and the simulation pass a fake)."""
         self._cfg = cfg
         self._member = member
         self._raw_group = raw_group
@@ -127,6 +128,7 @@ class RelayOutput:
             ),
             name=f"relay-{member}-prices",
             logger=log,
+            factory=producer_factory,
         )
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:

@@ -28,16 +28,19 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, Message, Producer, TopicPartition
 
-from neli import Mode, Neli, Variant
+from neli import Mode, Variant
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw, parse_raw_record
-from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, StandbyTail
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
@@ -49,7 +52,9 @@ __all__ = [
     "DEFAULT_GROUP",
     "RawPrice",
     "Relay",
+    "RelayClients",
     "RelayStats",
+    "RelayWorker",
     "parse_raw",
     "raw_group_id",
     "relay_group_id",
@@ -63,7 +68,26 @@ DEFAULT_GROUP = "relay"
 _MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
 _PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
 _CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
-_TEND_EVERY_S = 0.05  # how often partitions in their grace period are looked at
+_TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
+# A member handing a partition over emits only while its standby tail has read that partition
+# to its end within this long (so it has seen any successor's request), and a successor that
+# finds the partition not released waits this long (plus margin) after its own takeover marker
+# before taking the end: by then the old owner has seen the marker and stopped.
+_HANDOVER_FRESH_S = 0.3
+_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+
+
+class LeadershipSource(Protocol):
+    """What the relay worker asks NELI (:class:`neli.Neli`, or a fake)."""
+
+    def leads(self, partition: int) -> bool:
+        """Whether this member leads ``partition`` now."""
+
+    def in_grace(self) -> frozenset[int]:
+        """Assigned partitions still in their grace period."""
+
+    def end_grace(self, partition: int) -> bool:
+        """End ``partition``'s grace period (proof in hand)."""
 
 
 def relay_group_id(group: str) -> str:
@@ -76,22 +100,50 @@ def raw_group_id(group: str) -> str:
     return f"pricing.{group}.raw"
 
 
-class _RelayWorker(PartitionWorker):
+@dataclass(frozen=True)
+class RelayClients:
+    """How a relay worker builds its Kafka clients (the simulation passes fakes).
+
+    Attributes:
+        consumer: the ``prices.raw`` consumer, from its settings.
+        producer: the ``prices`` producer (a replacement too), from its settings.
+        reader: the standby tail's consumer of ``prices``, from its settings.
+    """
+
+    consumer: Callable[[dict[str, Any]], Consumer]
+    producer: Callable[[dict[str, Any]], Producer] | None = None
+    reader: Callable[[dict[str, Any]], Any] | None = None
+
+
+def _kafka_consumer(settings: dict[str, Any]) -> Consumer:
+    return Consumer(settings, logger=log)
+
+
+class RelayWorker(PartitionWorker):
+    """The relay's partition worker: standby, takeover, hand-over, arbitration, output.
+
+    Built by :class:`Relay`; the simulation (``tests/sim``) drives one directly with fake
+    clients (``clients``) and :class:`neli.testing.FakeNeli`.
+    """
+
     def __init__(
         self,
         cfg: AppConfig,
         group: str,
         member: str,
-        neli: Neli,
+        neli: LeadershipSource,
         stats: RelayStats,
         *,
         telemetry: Telemetry,
+        clients: RelayClients | None = None,
     ) -> None:
+        """Create the clients; nothing is read until :meth:`start`."""
+        clients = clients or RelayClients(consumer=_kafka_consumer)
         broker = cfg.broker
         base = {"fetch.wait.max.ms": 10, "log.connection.close": False}
         super().__init__(
             "relay",
-            Consumer(
+            clients.consumer(
                 broker.client_config(
                     defaults=base,
                     required={
@@ -102,7 +154,6 @@ class _RelayWorker(PartitionWorker):
                         "client.id": f"relay-{member}-raw",
                     },
                 ),
-                logger=log,
             ),
             neli.leads,
         )
@@ -112,7 +163,13 @@ class _RelayWorker(PartitionWorker):
         self._window_s = cfg.relay.reorder_window_ms / 1000
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._out = RelayOutput(
-            cfg, member, raw_group_id(group), neli.leads, stats=stats, telemetry=telemetry
+            cfg,
+            member,
+            raw_group_id(group),
+            self._may_emit,
+            stats=stats,
+            telemetry=telemetry,
+            producer_factory=clients.producer,
         )
         self.standby = StandbyTail(
             broker.client_config(
@@ -126,16 +183,62 @@ class _RelayWorker(PartitionWorker):
             cfg.topics.prices,
             cfg.topics.partitions,
             self._out.token,
+            reader=clients.reader,
         )
         self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
-        self._probed: set[int] = set()  # in their grace period, probed once already
+        self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+        self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
+        #: How long a revoked owner may go on emitting if no successor asks for the partition.
+        self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
 
     def start(self) -> None:
         """Start the standby tail, then the worker thread."""
         self.standby.start()
         super().start()
+
+    def stop(self) -> None:
+        """Let hand-overs in progress finish (bounded by :attr:`handover_s`), then stop."""
+        deadline = time.monotonic() + self.handover_s + 1.0
+        while self._handover and time.monotonic() < deadline:
+            time.sleep(0.01)
+        super().stop()
+
+    def _may_emit(self, partition: int) -> bool:
+        """Whether a record may be produced to ``prices[partition]`` at this instant.
+
+        Led (NELI says so now), or being handed over: revoked by a planned rebalance, no
+        successor has asked for the partition yet (a probe or takeover marker on ``prices``
+        after this member's own takeover marker), and the hand-over bound has not passed.
+        """
+        if self._neli.leads(partition):
+            return True
+        until = self._handover.get(partition)
+        if until is None or time.monotonic() >= until:
+            return False
+        term = self._terms.get(partition)
+        return term is not None and self.standby.unrequested_within(
+            partition, term, _HANDOVER_FRESH_S
+        )
+
+    def hand_over(self, partition: int) -> bool:
+        """A planned revocation: keep emitting until the successor asks (see :meth:`tend`).
+
+        The barrier returns at once and the rebalance goes on while this member keeps
+        ``prices[k]`` flowing. The successor's probe or takeover marker stops it: it then
+        flushes and writes its release marker, which the successor is waiting for. It emits
+        only while its standby tail has read ``prices[k]`` to its end within
+        ``_HANDOVER_FRESH_S``, so it sees a successor's marker within that long; a successor
+        that did not find the partition released waits that long after its takeover marker
+        (:meth:`assign_many`), so no record of this member can land after the point it
+        starts from. A member that is stopping waits for its hand-overs before it closes.
+        """
+        if partition not in self._terms:
+            return False
+        self._handover[partition] = time.monotonic() + self.handover_s
+        log.info("handing partition %d over (emitting until the successor asks)", partition)
+        return True
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -155,23 +258,27 @@ class _RelayWorker(PartitionWorker):
         then consume ``prices.raw[k]`` from the group's committed position. A partition whose
         marker is not acknowledged, or that the tail does not reach in time, is deferred and
         tried again: never taken up on marks that might be incomplete.
+
+        Where the marker finds ``prices[k]`` not released, its previous owner may be handing
+        it over (:meth:`hand_over`) and still emitting: the marker is its signal to stop. The
+        takeover waits until the release appears, at most ``_HANDOVER_FRESH_S`` + 0.2 s, and
+        then marks the end again, so that it starts after the old owner's last record.
         """
         t0 = time.monotonic()
         deferred: dict[int, TakeoverDeferredError] = {}
-        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
-        for partition in partitions:
-            if partition not in ends:
-                deferred[partition] = TakeoverDeferredError(
-                    "the takeover marker was not acknowledged"
-                )
-        for partition in [p for p in partitions if p in ends]:
-            snap = self.standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
-            if snap is None:
-                deferred[partition] = TakeoverDeferredError(
-                    f"the standby tail did not reach the takeover marker at offset "
-                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
-                    retry_after_s=0.5,
-                )
+        snaps = self._mark_ends(partitions, deferred)
+        unclean = [p for p, snap in snaps.items() if not snap.clean and p not in self._waived]
+        if unclean:
+            # The previous owner may be handing over: it stops within _HANDOVER_FRESH_S of
+            # seeing our marker, then releases. Wait for that, then mark the end again.
+            deadline = time.monotonic() + _HANDOVER_FRESH_S + 0.2
+            while time.monotonic() < deadline and not all(
+                self.standby.clean_after(p, snaps[p].offset) for p in unclean
+            ):
+                time.sleep(0.005)
+            snaps.update(self._mark_ends(unclean, deferred))
+        for partition, snap in sorted(snaps.items()):
+            if partition in deferred:
                 continue
             if partition in self._waived:
                 self._waived.discard(partition)
@@ -187,7 +294,7 @@ class _RelayWorker(PartitionWorker):
             for instrument, seq in snap.high.items():
                 arbiter.set_high_water(instrument, seq)
             self._arbiters[partition] = arbiter
-            self._terms[partition] = ends[partition]
+            self._terms[partition] = snap.offset
             self._out.track(partition, arbiter)
             raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
             self.consumer.incremental_assign([raw])
@@ -197,35 +304,78 @@ class _RelayWorker(PartitionWorker):
             log.info(
                 "relay took partition %d (takeover marker at offset %d, ready in %.3f s)",
                 partition,
-                ends[partition],
+                snap.offset,
                 took,
             )
         return deferred
 
-    def tend(self) -> None:
-        """Probe partitions in their grace period: skip the grace after a clean release.
+    def _mark_ends(
+        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+    ) -> dict[int, Snapshot]:
+        """Write takeover markers and take the standby's state just before each one.
 
-        A partition whose previous owner released it cleanly (its release marker is the last
-        word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`) has nobody left who could
-        append to it, so waiting out the grace period would only leave it silent: the grace is
-        ended (:meth:`neli.Neli.end_grace`) and the partition is taken up at once. This is what
-        makes a planned move (SIGTERM, a member joining) cost a rebalance, not S + T.
+        Partitions whose marker was not acknowledged, or not reached by the tail in time, go
+        to ``deferred`` (and are left out of the result).
+        """
+        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
+        snaps: dict[int, Snapshot] = {}
+        for partition in partitions:
+            deferred.pop(partition, None)
+            if partition not in ends:
+                deferred[partition] = TakeoverDeferredError(
+                    "the takeover marker was not acknowledged"
+                )
+                continue
+            snap = self.standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
+            if snap is None:
+                deferred[partition] = TakeoverDeferredError(
+                    f"the standby tail did not reach the takeover marker at offset "
+                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
+                    retry_after_s=0.5,
+                )
+                continue
+            snaps[partition] = snap
+        return snaps
+
+    def tend(self) -> None:
+        """Hand-overs and grace periods, looked at every ``_TEND_EVERY_S``.
+
+        * A partition this member is handing over stops (flush, then release marker) once
+          the successor has asked or the bound has passed; one NELI gives back to this member
+          simply goes on (no takeover: nobody else emitted).
+        * A partition in its grace period gets a probe (a control record: "I am next"), then
+          is watched until the standby finds it *cleanly released* (the latest owner's release
+          marker is the last word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`).
+          Nobody is then left who could append to it, so the grace period is ended
+          (:meth:`neli.Neli.end_grace`) and the partition taken up at once. With the previous
+          owner handing over, a planned move (SIGTERM, a member joining) costs the probe's and
+          the release's round trips, not a rebalance plus S + T.
         """
         now = time.monotonic()
         if now < self._next_tend:
             return
         self._next_tend = now + _TEND_EVERY_S
         grace = self._neli.in_grace()
-        self._probed &= grace
-        todo = sorted(grace - self._probed)
-        if not todo:
-            return
-        self._probed.update(todo)
-        probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
-        for partition, offset in sorted(probes.items()):
-            snap = self.standby.snapshot_at(partition, offset, _PROBE_TIMEOUT_S)
-            if snap is not None and snap.clean and self._neli.end_grace(partition):
+        for partition in list(self._handover):
+            if partition in self.wanted:
+                del self._handover[partition]  # given back to this member: it goes on
+            elif partition in grace and self._may_emit(partition):
+                # Given back while still handing it over: nobody else has emitted since this
+                # member's own term, so there is nobody to wait for.
+                self._neli.end_grace(partition)
+            elif not self._may_emit(partition):
+                self.drop(partition)  # flush, release
+        for partition in list(self._probes):
+            if partition not in grace:
+                del self._probes[partition]
+        todo = sorted(grace - set(self._probes) - set(self._handover))
+        if todo:
+            probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+            self._probes.update(probes)
+        for partition, offset in sorted(self._probes.items()):
+            if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
                 self._waived.add(partition)
+                del self._probes[partition]
                 log.info("partition %d was released cleanly: no grace period", partition)
 
     def unassign(self, partition: int) -> None:
@@ -237,6 +387,7 @@ class _RelayWorker(PartitionWorker):
         reorder window are re-read by the next owner.
         """
         failed = self._out.flush(self._arbiters)
+        self._handover.pop(partition, None)
         term = self._terms.pop(partition, None)
         if partition not in failed and term is not None:
             released = self._out.write_markers(
@@ -380,7 +531,7 @@ class Relay(WorkerMember):
             assignment_strategy=r.assignment_strategy,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
-        worker = _RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel)
+        worker = RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel)
         super().__init__(neli, worker, telemetry)
 
 

@@ -77,7 +77,9 @@ class PartitionView:
     term: int = -1  # offset of the last takeover marker
     released_term: int = -1  # the term named by the last release marker
     released_at: int = -1  # offset of the last release marker
+    requested_at: int = -1  # offset of the last probe or takeover by another member
     at_end: bool = False  # reached the end of the partition at least once
+    end_mono: float = float("-inf")  # when the tail last reached the end (monotonic)
 
     @property
     def clean(self) -> bool:
@@ -205,6 +207,7 @@ class StandbyTail:
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
                 view.at_end = True
+                view.end_mono = time.monotonic()
             return
         if offset is None or offset < view.position:
             return  # read again after a reset: already applied
@@ -226,6 +229,8 @@ class StandbyTail:
             captures[offset] = Snapshot(offset, dict(view.high), view.clean)
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
+        elif kind in (TAKEOVER, PROBE):
+            view.requested_at = offset
         if kind == TAKEOVER:
             view.term = offset
         elif kind == RELEASE:
@@ -252,6 +257,24 @@ class StandbyTail:
                 if self.views[partition].position > offset:
                     return None  # passed without recognising it: not ours
                 self._changed.wait(min(left, 0.05))
+
+    def clean_after(self, partition: int, offset: int) -> bool:
+        """Whether the tail has read past ``offset`` and finds ``partition`` cleanly released."""
+        with self._changed:
+            view = self.views[partition]
+            return view.position > offset and view.clean
+
+    def requested_after(self, partition: int, offset: int) -> bool:
+        """Whether another member has probed or taken ``partition`` over after ``offset``."""
+        with self._changed:
+            return self.views[partition].requested_at > offset
+
+    def unrequested_within(self, partition: int, offset: int, fresh_s: float) -> bool:
+        """Nobody asked for ``partition`` after ``offset``, as of a read to its end at most
+        ``fresh_s`` ago (a stale tail could have missed the request: then ``False``)."""
+        with self._changed:
+            view = self.views[partition]
+            return view.requested_at <= offset and time.monotonic() - view.end_mono < fresh_s
 
     def problem(self) -> str | None:
         """Why the standby is not ready (not yet at the end of every partition), or ``None``."""

@@ -50,7 +50,7 @@ class TakeoverDeferredError(PricingError):
 
 @dataclass
 class _Command:
-    op: str  # "assign" | "unassign"
+    op: str  # "assign" | "unassign" | "handover"
     partition: int
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -136,6 +136,15 @@ class PartitionWorker(abc.ABC):
         """
         return None
 
+    def hand_over(self, partition: int) -> bool:
+        """A planned revocation of an active partition: keep working on it for now?
+
+        The default is no (the partition is unassigned at once, inside the barrier). A
+        subclass that returns True keeps ``partition`` active and must itself :meth:`drop` it
+        when its successor is ready or its own bound has passed.
+        """
+        return False
+
     def tend(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Called on every turn of the worker loop, between batches (keep it cheap)."""
 
@@ -168,6 +177,10 @@ class PartitionWorker(abc.ABC):
         """A NELI barrier handler: gains assign; losses unassign and wait until applied."""
         if event.kind.gains:
             self.request("assign", event.partition)
+        elif event.kind is EventKind.REVOKED and event.reason == "rebalance":
+            # Planned: the worker decides (hand_over) whether to let go now or hand over.
+            done = self.request("handover", event.partition)
+            await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
         elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
             done = self.request("unassign", event.partition)
             await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
@@ -212,7 +225,9 @@ class PartitionWorker(abc.ABC):
             gained = []
             self.wanted.discard(cmd.partition)
             self.deferred.pop(cmd.partition, None)
-            if cmd.partition in self.active:
+            if cmd.partition in self.active and not (
+                cmd.op == "handover" and self.hand_over(cmd.partition)
+            ):
                 self.unassign(cmd.partition)
                 self.active.discard(cmd.partition)
             cmd.done.set()
