@@ -54,7 +54,7 @@ def make_neli(
             mode=mode,
             expected_partitions=cfg.topics.partitions,
             member_name=member_name,
-            kafka=dict(cfg.broker.librdkafka),
+            kafka=cfg.broker.neli_kafka(),
             start_timeout_ms=cfg.broker.connect_timeout_ms,
             **options,  # type: ignore[arg-type]
         )
