@@ -97,8 +97,8 @@ class RelayConfig:
     joins) left the remaining relay unassigned for good: ``prices`` silent until a restart.
     :meth:`neli.Neli.close` now lets a rebalance in progress finish before it leaves, which
     cures the eager protocol; a cooperative rebalance has two rounds and still wedged in the
-    same test. An eager rebalance revokes every partition and assigns again, so a join costs
-    every partition a takeover (grace T plus the marker's round trip) instead of a wedge.
+    same test. An eager rebalance revokes every partition and assigns again; the relay hands
+    each over (the old owner emits until its successor asks), so a join costs no silence.
     """
 
     session_timeout_ms: int = 3000

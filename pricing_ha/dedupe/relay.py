@@ -10,14 +10,18 @@ A relay that wakes up from a pause may still hold output it queued before the pa
 producer's ``message.timeout.ms`` (S) makes librdkafka expire such records instead of sending
 them, because the next owner cannot start before S + T after the pause began.
 
-On taking over partition k the relay rebuilds each instrument's high-water mark by reading
-``prices[k]`` itself to its end (found by consuming until idle: no watermarks, no time look-ups,
-no LogAppendTime), so no seq is emitted twice across a fail-over. It then consumes
-``prices.raw[k]`` from its group's committed position, arbitrates (:mod:`.arbitration`)
-and commits the input position only once the output is acknowledged and nothing before it is
-still held in the reorder window. Malformed raw records go to the raw dead-letter topic.
+Every relay member tails every partition of ``prices`` (:mod:`pricing_ha.dedupe.standby`),
+so taking partition k over costs a takeover marker and the short read up to it: the high-water
+marks just before the marker mean no seq is emitted twice across a fail-over. It then consumes
+``prices.raw[k]`` from its group's committed position, arbitrates (:mod:`.arbitration`) and
+commits the input position only once the output is acknowledged and nothing before it is still
+held in the reorder window. Malformed raw records go to the raw dead-letter topic.
 
-The records read and the rebuild are in :mod:`pricing_ha.dedupe.records`; producing, with the
+A planned revocation is a hand-over (:meth:`RelayWorker.hand_over`): the old owner emits until
+its successor's probe appears, then releases; the successor ends its grace period on the
+release (:meth:`RelayWorker.tend`). Control records and what they prove: the standby module.
+
+The records read are in :mod:`pricing_ha.dedupe.records`; producing, with the
 relay's telemetry (``process``/``send`` spans of sampled prices, a ``relay.switch`` span per
 switch of publisher, metrics), in :mod:`pricing_ha.dedupe.output`.
 """
