@@ -25,6 +25,13 @@ grace period T after the assignment has passed). The answer can stop being true 
   idempotent or deduplicate downstream.
 * **Revocation**: REVOKED is delivered inside the rebalance, after :meth:`Neli.leads` already
   answers ``False``; the rebalance waits for barrier handlers (see :class:`BarrierHandler`).
+  Its reason is ``"rebalance"`` for a planned revocation (the member is in the group) and
+  ``"session lost"`` when the group may already have moved on without it.
+* **Ending a grace period early** (:meth:`Neli.end_grace`, exclusive mode): the grace period
+  T after an assignment protects against a predecessor that has not noticed its loss yet. An
+  application holding proof that no predecessor can still act (a release record the holder
+  wrote after its last act, at the end of a log just read) may end it; the exclusivity
+  guarantee then rests on that proof.
 """
 
 from __future__ import annotations
