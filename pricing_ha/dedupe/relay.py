@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_INVALID, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
@@ -77,8 +84,9 @@ _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
 # to its end within this long (so it has seen any successor's request), and a successor that
 # finds the partition not released waits this long (plus margin) after its own takeover marker
 # before taking the end: by then the old owner has seen the marker and stopped.
-_HANDOVER_FRESH_S = 0.3
+_HANDOVER_FRESH_S = 1.0
 _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+_PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 
 
 class LeadershipSource(Protocol):
@@ -191,8 +199,10 @@ class RelayWorker(PartitionWorker):
         )
         self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
         self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
+        self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
         self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
+        self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         #: How long a revoked owner may go on emitting if no successor asks for the partition.
         self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
@@ -264,14 +274,26 @@ class RelayWorker(PartitionWorker):
         tried again: never taken up on marks that might be incomplete.
 
         Where the marker finds ``prices[k]`` not released, its previous owner may be handing
-        it over (:meth:`hand_over`) and still emitting: the marker is its signal to stop. The
-        takeover waits until the release appears, at most ``_HANDOVER_FRESH_S`` + 0.2 s, and
-        then marks the end again, so that it starts after the old owner's last record.
+        it over (:meth:`hand_over`) and still emitting: the marker is its signal to stop. Unless
+        this member's probe was acknowledged over ``_HANDOVER_FRESH_S`` + 0.2 s earlier (the
+        usual case after a grace period: the old owner has stopped since), the takeover waits
+        until the release appears, at most that long, and then marks the end again, so that
+        it starts after the old owner's last record.
         """
         t0 = time.monotonic()
         deferred: dict[int, TakeoverDeferredError] = {}
         snaps = self._mark_ends(partitions, deferred)
-        unclean = [p for p, snap in snaps.items() if not snap.clean and p not in self._waived]
+        asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
+        unclean = [
+            p
+            for p, snap in snaps.items()
+            if not snap.clean
+            and p not in self._waived
+            # A probe acknowledged long enough ago already made any old owner stop.
+            and self._probe_acked.get(p, asked) >= asked
+        ]
+        for partition in partitions:
+            self._probe_acked.pop(partition, None)
         if unclean:
             # The previous owner may be handing over: it stops within _HANDOVER_FRESH_S of
             # seeing our marker, then releases. Wait for that, then mark the end again.
@@ -359,7 +381,17 @@ class RelayWorker(PartitionWorker):
         if now < self._next_tend:
             return
         self._next_tend = now + _TEND_EVERY_S
+        for partition, since in list(self._paused.items()):
+            if partition not in self.active or self._may_emit(partition):
+                del self._paused[partition]
+            elif now - since > _PAUSE_MAX_S:
+                del self._paused[partition]
+                self.drop(partition)
         grace = self._neli.in_grace()
+        self._tend_handovers(grace)
+        self._tend_grace(grace)
+
+    def _tend_handovers(self, grace: frozenset[int]) -> None:
         for partition in list(self._handover):
             if partition in self.wanted:
                 del self._handover[partition]  # given back to this member: it goes on
@@ -369,13 +401,20 @@ class RelayWorker(PartitionWorker):
                 self._neli.end_grace(partition)
             elif not self._may_emit(partition):
                 self.drop(partition)  # flush, release
+
+    def _tend_grace(self, grace: frozenset[int]) -> None:
         for partition in list(self._probes):
             if partition not in grace:
                 del self._probes[partition]
+        for partition in list(self._probe_acked):
+            if partition not in grace and partition not in self.wanted:
+                del self._probe_acked[partition]
         todo = sorted(grace - set(self._probes) - set(self._handover))
         if todo:
             probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
             self._probes.update(probes)
+            acked = time.monotonic()
+            self._probe_acked.update(dict.fromkeys(probes, acked))
         for partition, offset in sorted(self._probes.items()):
             if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
                 self._waived.add(partition)
@@ -392,6 +431,7 @@ class RelayWorker(PartitionWorker):
         """
         failed = self._out.flush(self._arbiters)
         self._handover.pop(partition, None)
+        self._paused.pop(partition, None)
         term = self._terms.pop(partition, None)
         if partition not in failed and term is not None:
             released = self._out.write_markers(
@@ -432,12 +472,16 @@ class RelayWorker(PartitionWorker):
         out = self._out
         last: dict[int, int] = {}
         lost: set[int] = set()
+        paused: dict[int, int] = {}  # partition -> first offset not processed
         for msg in batch:
             partition, offset = msg.partition(), msg.offset()
             if msg.error() is not None or partition is None or offset is None:
                 continue
             arbiter = self._arbiters.get(partition)
-            if arbiter is None or partition in lost:
+            if arbiter is None or partition in lost or partition in paused:
+                continue
+            if not self._may_emit(partition):
+                paused[partition] = offset  # read again once it is clear what happens to it
                 continue
             raw_headers = msg.headers()
             try:
@@ -467,6 +511,7 @@ class RelayWorker(PartitionWorker):
         self._expire(now, lost)
         failed = out.flush(self._arbiters)
         self._commit(last, lost | failed)
+        self._pause(paused, lost | failed)
         for partition in failed:
             # Output was not acknowledged: start the partition over (rebuild the high-water
             # marks from prices, re-read prices.raw from the last commit) while still leading.
@@ -481,8 +526,28 @@ class RelayWorker(PartitionWorker):
 
     def _expire(self, now: float, lost: set[int]) -> None:
         for partition, arbiter in list(self._arbiters.items()):
-            if partition not in lost and not self._out.emit(partition, arbiter.expire(now)):
+            if partition in lost or not self._may_emit(partition):
+                continue  # paused: expired later, or dropped
+            if not self._out.emit(partition, arbiter.expire(now)):
                 lost.add(partition)
+
+    def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
+        """Rewind partitions that stopped being led mid-batch to their first unread record.
+
+        Leadership ends (NELI answers no) a moment before the event that says why arrives:
+        a planned revocation is then handed over (:meth:`hand_over`), so its input must not be
+        thrown away; FENCED or a lost session unassigns it. Until then it is only paused, and
+        :meth:`tend` drops it if nothing has come after ``_PAUSE_MAX_S``.
+        """
+        for partition, offset in paused.items():
+            if partition in lost:
+                continue
+            try:
+                self.consumer.seek(TopicPartition(self._cfg.topics.raw, partition, offset))
+            except KafkaException:
+                self.drop(partition)  # re-read from the last commit instead
+                continue
+            self._paused.setdefault(partition, time.monotonic())
 
     def _commit(self, last: dict[int, int], lost: set[int]) -> None:
         commits = []
