@@ -1,0 +1,93 @@
+"""The simulated groups: the shipped defaults first, then the library's other combinations."""
+
+from __future__ import annotations
+
+from neli import Mode, Variant
+from tests.sim.groupsim import Scenario
+
+#: config/default.toml [neli]: publishers, full non-exclusive, cooperative-sticky (the default).
+PUBLISHERS = Scenario(
+    name="publishers-default",
+    variant=Variant.FULL,
+    mode=Mode.NON_EXCLUSIVE,
+    session_ms=3000,
+    threshold_ms=4500,
+    pulse_ms=300,
+    keep_leading=True,
+    frozen_pauses=True,
+    wall_steps_beyond_e=True,  # non-exclusive mode never reads the wall clock
+)
+#: config/default.toml [relay]: fast exclusive, eager round-robin.
+RELAY = Scenario(
+    name="relay-default",
+    variant=Variant.FAST,
+    mode=Mode.EXCLUSIVE,
+    session_ms=3000,
+    threshold_ms=2000,
+    skew_ms=200,
+    pulse_ms=300,
+    cooperative=False,
+    wall_steps_beyond_e=True,  # the fast variant never judges leadership by the wall clock
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    sc.name: sc
+    for sc in (
+        PUBLISHERS,
+        RELAY,
+        Scenario(
+            name="publishers-eager",
+            variant=Variant.FULL,
+            mode=Mode.NON_EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=4500,
+            keep_leading=True,
+            cooperative=False,
+            frozen_pauses=True,
+            wall_steps_beyond_e=True,
+        ),
+        # The library's defaults: T = 2S in non-exclusive mode, keep_leading_when_isolated off.
+        Scenario(
+            name="full-nonexclusive-lib",
+            variant=Variant.FULL,
+            mode=Mode.NON_EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=6000,
+            frozen_pauses=True,
+            wall_steps_beyond_e=True,
+        ),
+        Scenario(
+            name="fast-nonexclusive-lib",
+            variant=Variant.FAST,
+            mode=Mode.NON_EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=6000,
+            frozen_pauses=True,
+            wall_steps_beyond_e=True,
+        ),
+        # T = 0.6 (S - e) in exclusive mode.
+        Scenario(
+            name="full-exclusive-lib",
+            variant=Variant.FULL,
+            mode=Mode.EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=1680,
+        ),
+        Scenario(
+            name="full-exclusive-eager",
+            variant=Variant.FULL,
+            mode=Mode.EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=1680,
+            cooperative=False,
+        ),
+        Scenario(
+            name="fast-exclusive-cooperative",
+            variant=Variant.FAST,
+            mode=Mode.EXCLUSIVE,
+            session_ms=3000,
+            threshold_ms=2000,
+            wall_steps_beyond_e=True,
+        ),
+    )
+}

@@ -1,0 +1,141 @@
+"""Group-wide NELI invariants over thousands of seeded random schedules (see the package doc)."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterable
+from dataclasses import replace
+
+import pytest
+
+from neli._tracker import LeadershipTracker, Transition
+from tests.sim.groupsim import (
+    Event,
+    Scenario,
+    TrackerFactory,
+    random_events,
+    run_schedule,
+    shrink,
+    trace,
+)
+from tests.sim.replay import parse_events
+from tests.sim.scenarios import PUBLISHERS, RELAY, SCENARIOS
+
+SCHEDULES = int(os.environ.get("NELI_SIM_SCHEDULES", "300"))
+SEED0 = int(os.environ.get("NELI_SIM_SEED", "0"))
+
+
+def first_failure(
+    scenario: Scenario,
+    seeds: range,
+    tracker_factory: TrackerFactory = LeadershipTracker,
+) -> tuple[int, list[Event]] | None:
+    """The first seed whose random schedule breaks an invariant, with its events."""
+    for seed in seeds:
+        events = random_events(scenario, random.Random(seed))
+        if run_schedule(scenario, seed, events, tracker_factory).violations:
+            return seed, events
+    return None
+
+
+def report(scenario: Scenario, seed: int, events: list[Event], factory: TrackerFactory) -> str:
+    """Shrink a failing schedule and describe it so that it can be replayed."""
+    small = shrink(scenario, seed, events, factory)
+    return trace(scenario, seed, small, run_schedule(scenario, seed, small, factory))
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_invariants_hold(name: str) -> None:
+    """Every random schedule keeps the scenario's invariant (a shrunk trace if one does not)."""
+    scenario = SCENARIOS[name]
+    failure = first_failure(scenario, range(SEED0, SEED0 + SCHEDULES))
+    if failure is not None:
+        pytest.fail(report(scenario, *failure, LeadershipTracker))
+
+
+@pytest.mark.parametrize("scenario", [PUBLISHERS, RELAY], ids=lambda s: s.name)
+def test_members_do_lead(scenario: Scenario) -> None:
+    """Without faults every partition is led nearly all the time (the checks are not vacuous)."""
+    sim = run_schedule(scenario, 1, [])
+    assert not sim.violations
+    # Exclusive members wait a grace period T after the initial assignment.
+    floor = 0.95 if scenario.threshold_ms > scenario.session_ms else 0.75
+    assert sim.led_checks / sim.checks > floor
+
+
+class NoGraceTracker(LeadershipTracker):
+    """A wrong rule: a new assignment may lead at once (no grace period)."""
+
+    def assign(self, partitions: Iterable[int], now_mono: float) -> None:
+        """Assign, then backdate new slots so that their grace period is already over."""
+        before = set(self._slots)
+        super().assign(partitions, now_mono)
+        for p, slot in self._slots.items():
+            if p not in before:
+                slot.assigned_mono = now_mono - self._t
+
+
+class NoReleaseTracker(LeadershipTracker):
+    """A wrong rule: non-exclusive revocation ends leadership at once (no release)."""
+
+    def revoke(
+        self, partitions: Iterable[int], reason: str, *, release: bool = False, lost: bool = False
+    ) -> list[Transition]:
+        """Revoke as exclusive mode does, whatever ``release`` says."""
+        del release
+        return super().revoke(partitions, reason, release=False, lost=lost)
+
+
+@pytest.mark.parametrize(
+    ("name", "factory"),
+    [
+        ("relay-default", NoGraceTracker),
+        ("full-exclusive-lib", NoGraceTracker),
+        ("publishers-default", NoReleaseTracker),
+        ("publishers-eager", NoReleaseTracker),
+    ],
+)
+def test_checker_catches_a_wrong_rule(name: str, factory: TrackerFactory) -> None:
+    """A tracker with a rule removed breaks the invariant, and the shrunk trace still fails."""
+    scenario = SCENARIOS[name]
+    failure = first_failure(scenario, range(300), factory)
+    assert failure is not None, f"{name}: no schedule caught {factory.__name__}"
+    seed, events = failure
+    small = shrink(scenario, seed, events, factory)
+    assert len(small) <= len(events)
+    assert run_schedule(scenario, seed, small, factory).violations
+    assert not run_schedule(scenario, seed, small).violations  # the rule is to blame
+
+
+def test_assumptions_are_needed() -> None:
+    """Exclusive mode relies on a monotonic clock that runs through pauses (assumption 2)."""
+    for base in (RELAY, SCENARIOS["full-exclusive-lib"]):
+        scenario = replace(base, frozen_pauses=True)
+        failure = first_failure(scenario, range(300))
+        assert failure is not None, base.name
+    # One frozen pause longer than S is enough: the member wakes, asks, and still leads.
+    frozen = [Event(10_250, "pause", 2, 5261, frozen=True)]
+    assert run_schedule(replace(RELAY, frozen_pauses=True), 8, frozen).violations
+    assert not run_schedule(RELAY, 8, [Event(10_250, "pause", 2, 5261)]).violations
+
+
+def test_replay_is_deterministic() -> None:
+    """The same seed and events give the same run (a printed trace replays exactly)."""
+    scenario = PUBLISHERS
+    events = random_events(scenario, random.Random(5))
+    one, two = run_schedule(scenario, 5, events), run_schedule(scenario, 5, events)
+    assert (one.checks, one.led_checks, one.coord.owner) == (
+        two.checks,
+        two.led_checks,
+        two.coord.owner,
+    )
+
+
+def test_printed_trace_parses_back() -> None:
+    """The event list a failure prints is what the replay tool reads back."""
+    events = [Event(25, "cut_fetch", 0, 6443), Event(10_250, "pause", 2, 5261, frozen=True)]
+    sim = run_schedule(RELAY, 8, events)
+    text = trace(RELAY, 8, events, sim)
+    printed = text[text.index("'[") + 1 : text.rindex("]'") + 1]
+    assert parse_events(printed) == events
