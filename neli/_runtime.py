@@ -145,7 +145,7 @@ class Neli:
             meta=self._meta,
         )
         with self._lock:
-            self._tracker.tick(self._clock.monotonic())
+            self._tracker.tick(self._clock.monotonic(), self._clock.wall())
         for name, coro in (
             ("pulse", self._sender.run()),
             ("watchdog", self._watchdog_loop()),
@@ -341,7 +341,7 @@ class Neli:
         interval = self.config.check_interval_ms / 1000
         while True:
             with self._lock:
-                self._tracker.tick(self._clock.monotonic())
+                self._tracker.tick(self._clock.monotonic(), self._clock.wall())
             await asyncio.sleep(interval)
 
     async def _check_loop(self) -> None:

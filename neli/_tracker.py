@@ -33,8 +33,9 @@ When can leadership no longer be trusted?
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until a grace period T after it
   runs again: while paused its session may have expired and the partition been given away, and
-  records fetched under the stale assignment could otherwise make it look fresh. This guard is
-  what goNELI lacks.
+  records fetched under the stale assignment could otherwise make it look fresh. A stall is a
+  gap between watchdog ticks on the monotonic *or* the wall clock (some VM pauses stop the
+  monotonic clock). This guard is what goNELI lacks.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class LeadershipTracker:
         self._slots: dict[int, _Slot] = {}
         self._incarnations = 0
         self._last_tick: float | None = None
+        self._last_tick_wall: float | None = None
         self._suspect_until = 0.0
         self._leaders: dict[int, Heartbeat] = {}
         self._hold = config.keep_leading_when_isolated and not self._exclusive
@@ -105,13 +107,22 @@ class LeadershipTracker:
 
     # -- inputs -------------------------------------------------------------------------------
 
-    def tick(self, now_mono: float) -> None:
-        """Watchdog tick, called often (every ``check_interval_ms``) by the runtime."""
-        last = self._last_tick
-        if last is not None and now_mono - last > self._stall_limit:
+    def tick(self, now_mono: float, now_wall: float | None = None) -> None:
+        """Watchdog tick, called often (every ``check_interval_ms``) by the runtime.
+
+        A gap since the last tick longer than ``stall_limit_ms`` on either clock is a stall:
+        the wall clock catches a pause during which the monotonic clock stood still (some VM
+        freezes), at the price of a false alarm when the wall clock is stepped forward.
+        """
+        last, last_wall, limit = self._last_tick, self._last_tick_wall, self._stall_limit
+        if (last is not None and now_mono - last > limit) or (
+            last_wall is not None and now_wall is not None and now_wall - last_wall > limit
+        ):
             self.stalls += 1
             self._suspect_until = now_mono + self._t
         self._last_tick = now_mono
+        if now_wall is not None:
+            self._last_tick_wall = now_wall
 
     def assign(self, partitions: Iterable[int], now_mono: float) -> None:
         """The group assigned ``partitions`` to this member (incrementally)."""
@@ -259,6 +270,9 @@ class LeadershipTracker:
             return "not assigned"
         if self._exclusive:
             if self._last_tick is None or now_mono - self._last_tick > self._stall_limit:
+                return "stalled"
+            wall_tick = self._last_tick_wall
+            if wall_tick is not None and now_wall - wall_tick > self._stall_limit:
                 return "stalled"
             if now_mono < self._suspect_until:
                 return "recovering from a stall"

@@ -67,6 +67,8 @@ class Scenario:
     max_events: int = 8
     frozen_pauses: bool = False
     wall_steps_beyond_e: bool = False
+    #: Give the tracker's watchdog the wall clock too (as the runtime does).
+    wall_stall_guard: bool = True
 
     @property
     def hb_ms(self) -> int:
@@ -353,7 +355,7 @@ class Simulation:
             proc.frozen_from = None
         mono = proc.mono(now)
         tracker = proc.tracker
-        tracker.tick(mono)
+        tracker.tick(mono, proc.wall(now) if sc.wall_stall_guard else None)
         # Coordinator responses and assignments (the poll thread's rebalance callbacks).
         while proc.inbox and proc.inbox[0].at <= now and not self.is_cut("cut_coord", proc.slot):
             self._member_msg(proc, proc.inbox.pop(0))

@@ -235,3 +235,18 @@ def test_end_grace_keeps_the_other_conditions(variant: Variant) -> None:
     member.beat(P + 1)
     assert member.tracker.end_grace(P + 1, member.mono)
     assert member.why_not(P + 1) in ("stalled", "recovering from a stall")
+
+
+@pytest.mark.parametrize("variant", list(Variant))
+def test_a_pause_with_the_monotonic_clock_frozen_is_caught_by_the_wall_clock(
+    variant: Variant,
+) -> None:
+    """Exclusive mode: a wall-clock gap since the last tick beyond the stall limit is a stall."""
+    member = Member(variant, Mode.EXCLUSIVE)
+    member.lead(P)
+    member.tracker.tick(member.mono, member.wall)
+    frozen_wall = member.wall + T  # the wall clock moved on; the monotonic one stood still
+    assert member.tracker.why_not(P, member.mono, frozen_wall) == "stalled"
+    member.tracker.tick(member.mono, frozen_wall)
+    assert member.tracker.stalls == 1
+    assert member.tracker.why_not(P, member.mono, frozen_wall) == "recovering from a stall"
