@@ -306,6 +306,17 @@ class RelayWorker(PartitionWorker):
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:
                 continue
+            if not self._neli.leads(partition):
+                # Revoked while taking it up: this term ends before it began. Say so, so
+                # that whoever is next need not wait out a grace period for it.
+                self._out.write_markers(
+                    [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: snap.offset}
+                )
+                self._waived.discard(partition)
+                deferred[partition] = TakeoverDeferredError(
+                    "no longer led when the takeover was ready", retry_after_s=0.05
+                )
+                continue
             if partition in self._waived:
                 self._waived.discard(partition)
                 if not snap.clean:

@@ -32,6 +32,9 @@ log = logging.getLogger("pricing_ha.worker")
 BATCH = 500
 FIRST_WAIT_S = 0.02
 FLUSH_TIMEOUT_S = 30.0
+# A hand-over is accepted only while the rebalance still waits for it: well inside NELI's
+# barrier timeout (30 s by default), after which the group moves on without this member.
+HANDOVER_ACCEPT_S = 10.0
 
 
 class TakeoverDeferredError(PricingError):
@@ -53,6 +56,7 @@ class _Command:
     op: str  # "assign" | "unassign" | "handover"
     partition: int
     done: threading.Event = field(default_factory=threading.Event)
+    created: float = field(default_factory=time.monotonic)
 
 
 class PartitionWorker(abc.ABC):
@@ -225,8 +229,9 @@ class PartitionWorker(abc.ABC):
             gained = []
             self.wanted.discard(cmd.partition)
             self.deferred.pop(cmd.partition, None)
+            in_time = time.monotonic() - cmd.created < HANDOVER_ACCEPT_S
             if cmd.partition in self.active and not (
-                cmd.op == "handover" and self.hand_over(cmd.partition)
+                cmd.op == "handover" and in_time and self.hand_over(cmd.partition)
             ):
                 self.unassign(cmd.partition)
                 self.active.discard(cmd.partition)

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException, Producer
 
 import pricing_ha.kafka.producers
 from pricing_ha.config import AppConfig, BrokerConfig, RelayConfig, TopicsConfig
-from pricing_ha.dedupe.relay import RelayStats, _RelayWorker
+from pricing_ha.dedupe.relay import RelayStats, RelayWorker
 from pricing_ha.feed.producer import FeedRunSummary, run_feed
 from pricing_ha.feed.sources import SyntheticMarket, default_symbols
 from pricing_ha.kafka.topics import create_topics, make_admin
@@ -39,6 +39,21 @@ from pricing_ha.telemetry import Telemetry
 from tests.waiting import wait_for
 
 M = 2
+
+
+class _Leading:
+    """A relay's leadership source that leads every partition, with no grace periods."""
+
+    def leads(self, _partition: int) -> bool:
+        return True
+
+    def in_grace(self) -> frozenset[int]:
+        return frozenset()
+
+    def end_grace(self, _partition: int) -> bool:
+        return False
+
+
 # message.timeout.ms of every producer under test (the feed's, the publisher's, the relay's) and
 # the pause. librdkafka notices timeouts in a scan once a second, so a record queued when the
 # pause began fails between T and T + 1 s into it: the pause must outlast T + 1 s for the wedge
@@ -338,9 +353,7 @@ def test_relay_recovers_and_relays_every_price_exactly_once(
     finally:
         publisher.stop()
     stats = RelayStats()
-    worker = _RelayWorker(
-        cfg, "relay", "r1", lambda _p: True, stats, telemetry=Telemetry.noop("test")
-    )
+    worker = RelayWorker(cfg, "relay", "r1", _Leading(), stats, telemetry=Telemetry.noop("test"))
     run_worker(worker)
     client = "relay-r1-prices"
     try:
