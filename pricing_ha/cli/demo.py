@@ -28,6 +28,14 @@ def demo_command(
         Path | None, typer.Option(help="Where logs, summaries and traces go (default: a temp dir).")
     ] = None,
     live: Annotated[bool, typer.Option(help="Show the live view while it runs.")] = True,
+    report: Annotated[
+        bool,
+        typer.Option(
+            "--report",
+            help="At the end, land the topics with the Spark pipeline and write its HTML report "
+            "(WORKDIR/pipeline/report.html); needs PySpark and Java.",
+        ),
+    ] = False,
 ) -> None:
     """The whole system with injected fail-overs; exits 0 only if nothing was lost or duplicated."""
     from pricing_ha.local.demo import DemoOptions, run_demo
@@ -41,6 +49,7 @@ def demo_command(
         session_ms=session_ms,
         workdir=workdir,
         live=live,
+        report=report,
     )
     with guarded():
         result = run_demo(options, out=typer.echo)

@@ -46,6 +46,8 @@ class DemoOptions:
     session_ms: int = 3000
     workdir: Path | None = None
     live: bool = True
+    #: Land the topics with the Spark pipeline and write its report (``--report``).
+    report: bool = False
 
 
 @dataclass
@@ -56,11 +58,14 @@ class DemoResult:
     subscriber: dict[str, object]
     events: list[str] = field(default_factory=list)
     workdir: Path = Path()
+    #: The pipeline report's exactly-once verdict (None: no ``--report``).
+    report_ok: bool | None = None
 
     @property
     def ok(self) -> bool:
-        """The data verdict and the independent subscriber both found nothing wrong."""
-        return self.verdict.ok and bool(self.subscriber.get("ok"))
+        """The data verdict, the independent subscriber and the report (if any) found nothing
+        wrong."""
+        return self.verdict.ok and bool(self.subscriber.get("ok")) and self.report_ok is not False
 
 
 class _Run:
@@ -229,7 +234,28 @@ def _drive(
     finally:
         view.close()
     _report(verdict, sub, run, workdir, out)
-    return DemoResult(verdict, sub, run.events, workdir)
+    report_ok = _pipeline_report(cluster, verdict, workdir, out) if options.report else None
+    return DemoResult(verdict, sub, run.events, workdir, report_ok)
+
+
+def _pipeline_report(
+    cluster: PricingCluster, verdict: Verdict, workdir: Path, out: Callable[[str], None]
+) -> bool:
+    """Ingest the run's topics with the Spark pipeline (the broker is still up) and report."""
+    from pricing_ha.pipeline.report import ingest_and_report
+
+    out("")
+    out("pipeline: ingesting the topics with Spark and writing the report ...")
+    result = ingest_and_report(cluster.config_path, workdir / "pipeline")
+    out(result.verdict.render(limit=20))
+    agrees = result.verdict.ok == verdict.ok
+    agreement = "agrees" if agrees else "DISAGREES"
+    out(f"pipeline report: {result.html} (verdict {agreement} with the demo's)")
+    out(
+        f"  re-run any time with: pricing-ha pipeline report --out {workdir / 'pipeline'}"
+        f" --config {cluster.config_path}"
+    )
+    return result.verdict.ok and agrees
 
 
 def _load(path: Path) -> dict[str, object]:

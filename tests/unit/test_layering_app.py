@@ -9,6 +9,7 @@ The tree reads like the architecture, lowest layer first::
     member                       telemetry         (worker, runner, health endpoints)
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
     subscribing, status          dedupe            (direct mode arbitrates like the relay)
+    pipeline                     kafka, publishing (Spark jobs over the topics: the analytical path)
     local                        everything below  (embedded broker, demo: never production)
     cli                          everything
 
@@ -43,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "dedupe": _BASE | {"config", "kafka", "telemetry", "member", "publishing"},
     "subscribing": _BASE | {"config", "kafka", "telemetry", "member", "publishing", "dedupe"},
     "status": _BASE | {"config", "kafka"},
+    "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}

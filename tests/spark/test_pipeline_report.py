@@ -1,0 +1,74 @@
+"""The report page and the reader's range planning: plain Python, no SparkSession needed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from pricing_ha.pipeline.jobs import ReconcileResult
+from pricing_ha.pipeline.kafka_ranges import KafkaRange, plan_ranges
+from pricing_ha.pipeline.report import render_html
+
+pytestmark = pytest.mark.spark
+
+
+def test_plan_ranges_reads_each_partition_from_its_start_to_its_end() -> None:
+    """One range per partition with records to read; a partition new since the start offsets
+    starts at 0; an empty range is left out."""
+    start = {"t": {"0": 5, "1": 7}}
+    end = {"t": {"0": 9, "1": 7, "2": 3}, "u": {"0": 1}}
+    assert plan_ranges(start, end) == [
+        KafkaRange("t", 0, 5, 9),
+        KafkaRange("t", 2, 0, 3),
+        KafkaRange("u", 0, 0, 1),
+    ]
+
+
+def test_report_of_a_failed_verdict_names_the_offending_rows_and_escapes_text() -> None:
+    """The verdict line says FAILED, each offending row is in the page, text is escaped, and
+    the charts are inline SVG with no remote assets."""
+    verdict = ReconcileResult(
+        ok=False,
+        expected=10,
+        offending=[
+            {"instrument": "EUR<USD>", "seq": 3, "status": "missing", "copies": 0, "at": []},
+            {
+                "instrument": "GBPUSD",
+                "seq": 7,
+                "status": "duplicated",
+                "copies": 2,
+                "at": ["1:4", "1:9"],
+            },
+        ],
+    )
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    page = render_html(
+        verdict,
+        availability=[{"instrument": "GBPUSD", "longest_silence_s": 1.5}],
+        failovers=[
+            {
+                "group": "p1",
+                "instrument": "GBPUSD",
+                "from_member": "a",
+                "to_member": "b",
+                "seq": 5,
+                "at": t,
+                "handover_s": 3.2,
+            }
+        ],
+        leadership=[
+            {"group": "p1", "member": "a", "bucket": t, "prices": 10},
+            {"group": "p1", "member": "b", "bucket": t, "prices": 4},
+        ],
+        first_delivery=[{"group": "p1", "first": 10, "share": 1.0}],
+        latency_bins=[(0.0, 3), (5.0, 1)],
+        bin_ms=5.0,
+        bars=[],
+    )
+    assert "RECONCILE FAILED: 2 offending rows" in page
+    assert "EUR&lt;USD&gt;" in page
+    assert "EUR<USD>" not in page
+    assert "1:4, 1:9" in page
+    assert page.count("<svg") == 3
+    assert "http" not in page.replace("http://www.w3.org", "")
