@@ -54,7 +54,7 @@ from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 100
-_TOOK = re.compile(r"relay took partition (\d+) \(rebuilt in ([\d.]+) s\)")
+_TOOK = re.compile(r"relay took partition (\d+) \(.*ready in ([\d.]+) s\)")
 _Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 FRESH_MS = 5000  # a partition's latest price must be this recent to count as flowing (under load)
 
