@@ -264,10 +264,21 @@ class StandbyTail:
             view = self.views[partition]
             return view.position > offset and view.clean
 
-    def requested_after(self, partition: int, offset: int) -> bool:
-        """Whether another member has probed or taken ``partition`` over after ``offset``."""
+    def wait_clean(self, marks: dict[int, int], timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until every partition in ``marks`` is :meth:`clean_after`
+        its offset there; returns whether they all were."""
+        deadline = time.monotonic() + timeout_s
         with self._changed:
-            return self.views[partition].requested_at > offset
+            while True:
+                if all(
+                    self.views[p].position > offset and self.views[p].clean
+                    for p, offset in marks.items()
+                ):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self.error is not None:
+                    return False
+                self._changed.wait(min(left, 0.05))
 
     def unrequested_within(self, partition: int, offset: int, fresh_s: float) -> bool:
         """Nobody asked for ``partition`` after ``offset``, as of a read to its end at most

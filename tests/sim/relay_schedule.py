@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Message, Producer
 from pricing_ha.config import AppConfig
 from pricing_ha.config._roles import RelayConfig
 from pricing_ha.dedupe import output as output_mod
-from pricing_ha.dedupe import relay as relay_mod
+from pricing_ha.dedupe import relay_worker as relay_mod
 from pricing_ha.dedupe import standby as standby_mod
 from pricing_ha.dedupe.output import RelayStats
 from pricing_ha.dedupe.relay import RelayClients, RelayWorker

@@ -258,7 +258,7 @@ def test_client_config_is_what_the_app_uses() -> None:
         for path in APP_DIR.rglob("*.py")
         if ".client_config(" in path.read_text(encoding="utf-8")
     }
-    expected = {"kafka/topics.py", "publishing/publisher.py", "dedupe/relay.py", "status.py"}
+    expected = {"kafka/topics.py", "publishing/publisher.py", "dedupe/relay_worker.py", "status.py"}
     expected |= {"dedupe/output.py", "feed/producer.py", "subscribing/subscriber.py"}
     assert expected <= callers
 

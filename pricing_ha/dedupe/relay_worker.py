@@ -1,0 +1,545 @@
+"""The relay's partition worker: standby, takeover, hand-over, arbitration, output.
+
+:class:`RelayWorker` does the Kafka work of one relay member (:mod:`pricing_ha.dedupe.relay`)
+for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.worker`):
+
+* **takeover** (:meth:`RelayWorker.assign_many`): a takeover marker on ``prices[k]``, the
+  standby's high-water marks just before it (:mod:`pricing_ha.dedupe.standby`), then
+  ``prices.raw[k]`` from the group's committed position;
+* **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
+  period, ended early on a clean release; a planned revocation handed over
+  (:meth:`RelayWorker.hand_over`) until the successor asks;
+* **the hot path** (:meth:`RelayWorker.process`): arbitration (:mod:`.arbitration`), output
+  (:mod:`.output`), commits once output is acknowledged and nothing earlier is held.
+
+:class:`RelayClients` and :class:`LeadershipSource` are its seams: the relay simulation
+(``tests/sim``) drives one with fake clients and a simulated group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
+from pricing_ha.kafka.headers import header_list
+from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
+from pricing_ha.publishing.pricing import InvalidPriceError
+from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.pricepath import sampled_context
+
+__all__ = ["LeadershipSource", "RelayClients", "RelayWorker", "raw_group_id", "relay_group_id"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+_MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
+_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
+_CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
+_TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
+# A member handing a partition over emits only while its standby tail has read that partition
+# to its end within this long (so it has seen any successor's request), and a successor that
+# finds the partition not released waits this long (plus margin) after its own takeover marker
+# before taking the end: by then the old owner has seen the marker and stopped.
+_HANDOVER_FRESH_S = 1.0
+_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+_PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
+
+
+class LeadershipSource(Protocol):
+    """What the relay worker asks NELI (:class:`neli.Neli`, or a fake)."""
+
+    def leads(self, partition: int) -> bool:
+        """Whether this member leads ``partition`` now."""
+
+    def in_grace(self) -> frozenset[int]:
+        """Assigned partitions still in their grace period."""
+
+    def end_grace(self, partition: int) -> bool:
+        """End ``partition``'s grace period (proof in hand)."""
+
+
+def relay_group_id(group: str) -> str:
+    """The NELI consumer group of relay group ``group`` (``pricing.relay`` by default)."""
+    return f"pricing.{group}"
+
+
+def raw_group_id(group: str) -> str:
+    """The consumer group holding relay group ``group``'s committed ``prices.raw`` positions."""
+    return f"pricing.{group}.raw"
+
+
+@dataclass(frozen=True)
+class RelayClients:
+    """How a relay worker builds its Kafka clients (the simulation passes fakes).
+
+    Attributes:
+        consumer: the ``prices.raw`` consumer, from its settings.
+        producer: the ``prices`` producer (a replacement too), from its settings.
+        reader: the standby tail's consumer of ``prices``, from its settings.
+    """
+
+    consumer: Callable[[dict[str, Any]], Consumer]
+    producer: Callable[[dict[str, Any]], Producer] | None = None
+    reader: Callable[[dict[str, Any]], Any] | None = None
+
+
+def _kafka_consumer(settings: dict[str, Any]) -> Consumer:
+    return Consumer(settings, logger=log)
+
+
+class RelayWorker(PartitionWorker):
+    """The relay's partition worker: standby, takeover, hand-over, arbitration, output.
+
+    Built by :class:`Relay`; the simulation (``tests/sim``) drives one directly with fake
+    clients (``clients``) and :class:`neli.testing.FakeNeli`.
+    """
+
+    def __init__(
+        self,
+        cfg: AppConfig,
+        group: str,
+        member: str,
+        neli: LeadershipSource,
+        stats: RelayStats,
+        *,
+        telemetry: Telemetry,
+        clients: RelayClients | None = None,
+    ) -> None:
+        """Create the clients; nothing is read until :meth:`start`."""
+        clients = clients or RelayClients(consumer=_kafka_consumer)
+        broker = cfg.broker
+        base = {"fetch.wait.max.ms": 10, "log.connection.close": False}
+        super().__init__(
+            "relay",
+            clients.consumer(
+                broker.client_config(
+                    defaults=base,
+                    required={
+                        "group.id": raw_group_id(group),
+                        "enable.auto.commit": False,
+                        "enable.auto.offset.store": False,
+                        "auto.offset.reset": "earliest",
+                        "client.id": f"relay-{member}-raw",
+                    },
+                ),
+            ),
+            neli.leads,
+        )
+        self._cfg = cfg
+        self._neli = neli
+        self.stats = stats
+        self._window_s = cfg.relay.reorder_window_ms / 1000
+        self._arbiters: dict[int, Arbiter[RawPrice]] = {}
+        self._out = RelayOutput(
+            cfg,
+            member,
+            raw_group_id(group),
+            self._may_emit,
+            stats=stats,
+            telemetry=telemetry,
+            producer_factory=clients.producer,
+        )
+        self.standby = StandbyTail(
+            broker.client_config(
+                defaults=base,
+                required={
+                    "group.id": f"relay-standby-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "client.id": f"relay-{member}-standby",
+                },
+            ),
+            cfg.topics.prices,
+            cfg.topics.partitions,
+            self._out.token,
+            reader=clients.reader,
+        )
+        self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
+        self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
+        self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
+        self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+        self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
+        self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
+        #: How long a revoked owner may go on emitting if no successor asks for the partition.
+        self.handover_s = _HANDOVER_MAX_S
+        self._next_tend = 0.0
+
+    def start(self) -> None:
+        """Start the standby tail, then the worker thread."""
+        self.standby.start()
+        super().start()
+
+    def stop(self) -> None:
+        """Let hand-overs in progress finish (bounded by :attr:`handover_s`), then stop."""
+        deadline = time.monotonic() + self.handover_s + 1.0
+        while self._handover and time.monotonic() < deadline:
+            time.sleep(0.01)
+        super().stop()
+
+    def _may_emit(self, partition: int) -> bool:
+        """Whether a record may be produced to ``prices[partition]`` at this instant.
+
+        Led (NELI says so now), or being handed over: revoked by a planned rebalance, no
+        successor has asked for the partition yet (a probe or takeover marker on ``prices``
+        after this member's own takeover marker), and the hand-over bound has not passed.
+        """
+        if self._neli.leads(partition):
+            return True
+        until = self._handover.get(partition)
+        if until is None or time.monotonic() >= until:
+            return False
+        term = self._terms.get(partition)
+        return term is not None and self.standby.unrequested_within(
+            partition, term, _HANDOVER_FRESH_S
+        )
+
+    def hand_over(self, partition: int) -> bool:
+        """A planned revocation: keep emitting until the successor asks (see :meth:`tend`).
+
+        The barrier returns at once and the rebalance goes on while this member keeps
+        ``prices[k]`` flowing. The successor's probe or takeover marker stops it: it then
+        flushes and writes its release marker, which the successor is waiting for. It emits
+        only while its standby tail has read ``prices[k]`` to its end within
+        ``_HANDOVER_FRESH_S``, so it sees a successor's marker within that long; a successor
+        that did not find the partition released waits that long after its takeover marker
+        (:meth:`assign_many`), so no record of this member can land after the point it
+        starts from. A member that is stopping waits for its hand-overs before it closes.
+        """
+        if partition not in self._terms:
+            return False
+        self._handover[partition] = time.monotonic() + self.handover_s
+        log.info("handing partition %d over (emitting until the successor asks)", partition)
+        return True
+
+    # -- ownership ----------------------------------------------------------------------------
+
+    def assign(self, partition: int) -> None:
+        """Take ``partition`` up (see :meth:`assign_many`)."""
+        deferred = self.assign_many([partition])
+        if partition in deferred:
+            raise deferred[partition]
+
+    def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
+        """Take partitions up: takeover marker, the standby's marks up to it, then consume.
+
+        For each k: write a takeover marker to ``prices[k]`` and wait for its acknowledgement
+        (the end of ``prices[k]`` is then known by offset, not by asking the broker), take the
+        high-water marks the standby tail had just before the marker (it reads every
+        partition continuously, so this waits only for the short tail since its position),
+        then consume ``prices.raw[k]`` from the group's committed position. A partition whose
+        marker is not acknowledged, or that the tail does not reach in time, is deferred and
+        tried again: never taken up on marks that might be incomplete.
+
+        Where the marker finds ``prices[k]`` not released, its previous owner may be handing
+        it over (:meth:`hand_over`) and still emitting: the marker is its signal to stop. Unless
+        this member's probe was acknowledged over ``_HANDOVER_FRESH_S`` + 0.2 s earlier (the
+        usual case after a grace period: the old owner has stopped since), the takeover waits
+        until the release appears, at most that long, and then marks the end again, so that
+        it starts after the old owner's last record.
+        """
+        t0 = time.monotonic()
+        deferred: dict[int, TakeoverDeferredError] = {}
+        snaps = self._mark_ends(partitions, deferred)
+        asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
+        unclean = [
+            p
+            for p, snap in snaps.items()
+            if not snap.clean
+            and p not in self._waived
+            # A probe acknowledged long enough ago already made any old owner stop.
+            and self._probe_acked.get(p, asked) >= asked
+        ]
+        for partition in partitions:
+            self._probe_acked.pop(partition, None)
+        if unclean:
+            # The previous owner may be handing over: it stops within _HANDOVER_FRESH_S of
+            # seeing our marker, then releases. Wait for that, then mark the end again.
+            marks = {p: snaps[p].offset for p in unclean}
+            self.standby.wait_clean(marks, _HANDOVER_FRESH_S + 0.2)
+            snaps.update(self._mark_ends(unclean, deferred))
+        for partition, snap in sorted(snaps.items()):
+            if partition in deferred:
+                continue
+            if not self._neli.leads(partition):
+                # Revoked while taking it up: this term ends before it began. Say so, so
+                # that whoever is next need not wait out a grace period for it.
+                self._out.write_markers(
+                    [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: snap.offset}
+                )
+                self._waived.discard(partition)
+                deferred[partition] = TakeoverDeferredError(
+                    "no longer led when the takeover was ready", retry_after_s=0.05
+                )
+                continue
+            if partition in self._waived:
+                self._waived.discard(partition)
+                if not snap.clean:
+                    # Another term started between the probe and this marker: the grace
+                    # period was not to be skipped after all. Wait it out, then start over.
+                    deferred[partition] = TakeoverDeferredError(
+                        "another owner appeared after the clean release",
+                        retry_after_s=self._cfg.relay.threshold_ms / 1000,
+                    )
+                    continue
+            arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+            for instrument, seq in snap.high.items():
+                arbiter.set_high_water(instrument, seq)
+            self._arbiters[partition] = arbiter
+            self._terms[partition] = snap.offset
+            self._out.track(partition, arbiter)
+            raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
+            self.consumer.incremental_assign([raw])
+            took = time.monotonic() - t0
+            self.stats.takeovers += 1
+            self.stats.rebuild_s.append(took)
+            log.info(
+                "relay took partition %d (takeover marker at offset %d, ready in %.3f s)",
+                partition,
+                snap.offset,
+                took,
+            )
+        return deferred
+
+    def _mark_ends(
+        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+    ) -> dict[int, Snapshot]:
+        """Write takeover markers and take the standby's state just before each one.
+
+        Partitions whose marker was not acknowledged, or not reached by the tail in time, go
+        to ``deferred`` (and are left out of the result).
+        """
+        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
+        snaps: dict[int, Snapshot] = {}
+        for partition in partitions:
+            deferred.pop(partition, None)
+            if partition not in ends:
+                deferred[partition] = TakeoverDeferredError(
+                    "the takeover marker was not acknowledged"
+                )
+                continue
+            snap = self.standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
+            if snap is None:
+                deferred[partition] = TakeoverDeferredError(
+                    f"the standby tail did not reach the takeover marker at offset "
+                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
+                    retry_after_s=0.5,
+                )
+                continue
+            snaps[partition] = snap
+        return snaps
+
+    def tend(self) -> None:
+        """Hand-overs and grace periods, looked at every ``_TEND_EVERY_S``.
+
+        * A partition this member is handing over stops (flush, then release marker) once
+          the successor has asked or the bound has passed; one NELI gives back to this member
+          simply goes on (no takeover: nobody else emitted).
+        * A partition in its grace period gets a probe (a control record: "I am next"), then
+          is watched until the standby finds it *cleanly released* (the latest owner's release
+          marker is the last word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`).
+          Nobody is then left who could append to it, so the grace period is ended
+          (:meth:`neli.Neli.end_grace`) and the partition taken up at once. With the previous
+          owner handing over, a planned move (SIGTERM, a member joining) costs the probe's and
+          the release's round trips, not a rebalance plus S + T.
+        """
+        now = time.monotonic()
+        if now < self._next_tend:
+            return
+        self._next_tend = now + _TEND_EVERY_S
+        for partition, since in list(self._paused.items()):
+            if partition not in self.active or self._may_emit(partition):
+                del self._paused[partition]
+            elif now - since > _PAUSE_MAX_S:
+                del self._paused[partition]
+                self.drop(partition)
+        grace = self._neli.in_grace()
+        self._tend_handovers(grace)
+        self._tend_grace(grace)
+
+    def _tend_handovers(self, grace: frozenset[int]) -> None:
+        for partition in list(self._handover):
+            if partition in self.wanted:
+                del self._handover[partition]  # given back to this member: it goes on
+            elif partition in grace and self._may_emit(partition):
+                # Given back while still handing it over: nobody else has emitted since this
+                # member's own term, so there is nobody to wait for.
+                self._neli.end_grace(partition)
+            elif not self._may_emit(partition):
+                self.drop(partition)  # flush, release
+
+    def _tend_grace(self, grace: frozenset[int]) -> None:
+        for partition in list(self._probes):
+            if partition not in grace:
+                del self._probes[partition]
+        for partition in list(self._probe_acked):
+            if partition not in grace and partition not in self.wanted:
+                del self._probe_acked[partition]
+        todo = sorted(grace - set(self._probes) - set(self._handover))
+        if todo:
+            probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+            self._probes.update(probes)
+            acked = time.monotonic()
+            self._probe_acked.update(dict.fromkeys(probes, acked))
+        for partition, offset in sorted(self._probes.items()):
+            if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
+                self._waived.add(partition)
+                del self._probes[partition]
+                log.info("partition %d was released cleanly: no grace period", partition)
+
+    def unassign(self, partition: int) -> None:
+        """Flush, release, then stop consuming ``prices.raw[k]``.
+
+        The flush makes a revocation's barrier wait for this relay's output. When every record
+        this member produced to ``prices[k]`` was acknowledged, a release marker naming its term
+        says so: the next owner then need not wait out its grace period. Records held in the
+        reorder window are re-read by the next owner.
+        """
+        failed = self._out.flush(self._arbiters)
+        self._handover.pop(partition, None)
+        self._paused.pop(partition, None)
+        term = self._terms.pop(partition, None)
+        if partition not in failed and term is not None:
+            released = self._out.write_markers(
+                [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: term}
+            )
+            if partition not in released:
+                log.warning("partition %d: the release marker was not acknowledged", partition)
+        self._out.mark_failed(failed - {partition})  # handled by the next batch
+        raw = TopicPartition(self._cfg.topics.raw, partition)
+        self.consumer.incremental_unassign([raw])
+        self._out.report(self._arbiters)
+        self._arbiters.pop(partition, None)
+        self._out.forget(partition)
+
+    def close_clients(self) -> None:
+        """Flush output, then close the input consumer and the standby tail."""
+        self._out.close()
+        self.consumer.close()
+        self.standby.close()
+
+    def standby_problem(self) -> str | None:
+        """Why the standby is not ready, or ``None`` (readiness)."""
+        return self.standby.problem()
+
+    def output_problem(self) -> str | None:
+        """Why output to ``prices`` cannot be delivered now, or ``None`` (readiness)."""
+        return self._out.problem
+
+    def may_resume(self) -> bool:
+        """Start failed partitions over only once a replaced producer's broker answers."""
+        return self._out.may_resume()
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def process(self, batch: list[Message]) -> None:
+        """Arbitrate a batch, emit, flush, commit what is safe to commit."""
+        now = time.monotonic()
+        out = self._out
+        last: dict[int, int] = {}
+        lost: set[int] = set()
+        paused: dict[int, int] = {}  # partition -> first offset not processed
+        for msg in batch:
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() is not None or partition is None or offset is None:
+                continue
+            arbiter = self._arbiters.get(partition)
+            if arbiter is None or partition in lost or partition in paused:
+                continue
+            if not self._may_emit(partition):
+                paused[partition] = offset  # read again once it is clear what happens to it
+                continue
+            raw_headers = msg.headers()
+            try:
+                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+            except InvalidPriceError as exc:
+                out.dead_letter(msg, partition, offset, exc.reason)
+                last[partition] = offset
+                continue
+            item = RawPrice(
+                offset,
+                as_bytes(msg.key()),
+                as_bytes(msg.value()),
+                header_list(raw_headers),
+                source_ns,
+                publish_ns,
+            )
+            parent = sampled_context(raw_headers)
+            if parent is None:  # the common case: no span objects at all
+                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+            else:
+                what = (instrument, seq, source)
+                ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
+            if not ok:
+                lost.add(partition)
+                continue
+            last[partition] = offset
+        self._expire(now, lost)
+        failed = out.flush(self._arbiters)
+        self._commit(last, lost | failed)
+        self._pause(paused, lost | failed)
+        for partition in failed:
+            # Output was not acknowledged: start the partition over (rebuild the high-water
+            # marks from prices, re-read prices.raw from the last commit) while still leading.
+            self.drop(partition)
+
+    def idle(self) -> None:
+        """Release records whose reorder window has passed, even with no new input."""
+        lost: set[int] = set()
+        self._expire(time.monotonic(), lost)
+        for partition in lost | self._out.poll(self._arbiters):
+            self.drop(partition)
+
+    def _expire(self, now: float, lost: set[int]) -> None:
+        for partition, arbiter in list(self._arbiters.items()):
+            if partition in lost or not self._may_emit(partition):
+                continue  # paused: expired later, or dropped
+            if not self._out.emit(partition, arbiter.expire(now)):
+                lost.add(partition)
+
+    def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
+        """Rewind partitions that stopped being led mid-batch to their first unread record.
+
+        Leadership ends (NELI answers no) a moment before the event that says why arrives:
+        a planned revocation is then handed over (:meth:`hand_over`), so its input must not be
+        thrown away; FENCED or a lost session unassigns it. Until then it is only paused, and
+        :meth:`tend` drops it if nothing has come after ``_PAUSE_MAX_S``.
+        """
+        for partition, offset in paused.items():
+            if partition in lost:
+                continue
+            try:
+                self.consumer.seek(TopicPartition(self._cfg.topics.raw, partition, offset))
+            except KafkaException:
+                self.drop(partition)  # re-read from the last commit instead
+                continue
+            self._paused.setdefault(partition, time.monotonic())
+
+    def _commit(self, last: dict[int, int], lost: set[int]) -> None:
+        commits = []
+        for partition, offset in last.items():
+            arbiter = self._arbiters.get(partition)
+            if partition in lost or arbiter is None:
+                continue  # the next owner re-reads from the previous commit: nothing is lost
+            held = [item.offset for item in arbiter.held()]
+            upto = min([offset + 1, *held])
+            commits.append(TopicPartition(self._cfg.topics.raw, partition, upto))
+        if commits:
+            self.consumer.commit(offsets=commits, asynchronous=True)
+        for partition in lost:
+            self.drop(partition)
