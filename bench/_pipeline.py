@@ -26,21 +26,30 @@ MEMBER_NAMES = "abcd"
 
 
 def start_pipeline(
-    procs: ProcessGroup, bootstrap: str, workdir: Path, members: int = 1, relays: int = 2
+    procs: ProcessGroup,
+    bootstrap: str,
+    workdir: Path,
+    members: int = 1,
+    relays: int = 2,
+    *,
+    cluster: PricingCluster | None = None,
 ) -> PricingCluster:
-    """Fresh topics; ``members`` publishers per group and ``relays`` relays, all leading."""
-    cluster = PricingCluster(procs, bootstrap, workdir)
-    cluster.create_topics()
+    """Fresh topics (unless ``cluster``, whose topics exist, is given); ``members`` publishers
+    per group and ``relays`` relays, all leading."""
+    if cluster is None:
+        cluster = PricingCluster(procs, bootstrap, workdir)
+        cluster.create_topics()
     for group in ("p1", "p2"):
         for m in MEMBER_NAMES[:members]:
             cluster.publisher(group, m)
     for r in range(1, relays + 1):
         cluster.relay(f"r{r}")
     cluster.wait_led(["p1", "p2", "relay"])
-    relays = [cluster.members[f"relay-r{r}"] for r in range(1, relays + 1)]
-    # Leading is not yet relaying: each relay first rebuilds its partitions (2 s when empty).
-    if not wait_until(lambda: _took(relays) >= cluster.partitions, 60):
-        raise AssertionError(f"the relays did not take every partition: {_took(relays)}")
+    started = [cluster.members[f"relay-r{r}"] for r in range(1, relays + 1)]
+    # Leading is not yet relaying: each relay's standby first reads prices to its end (long
+    # when prices holds many records), then writes its takeover markers.
+    if not wait_until(lambda: _took(started) >= cluster.partitions, 300):
+        raise AssertionError(f"the relays did not take every partition: {_took(started)}")
     return cluster
 
 

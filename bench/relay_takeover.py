@@ -1,44 +1,55 @@
-"""Relay takeover: how long ``prices`` stays silent after SIGKILL of the active relay.
+"""Relay fail-over: how long ``prices`` stays silent on a crash, a SIGTERM hand-over and a join.
 
-One pipeline (:func:`_pipeline.start_pipeline`) on the embedded broker: publishing groups
-``p1`` and ``p2`` (``--members`` each, default 1: the machine has 2 cores), relays ``r1`` and
-``r2``, and the synthetic feed (100 instruments x 10 Hz = 1000 quotes/s) running throughout.
-A thread follows ``prices`` and keeps, per partition, every record's timestamp (set by the
-relay's producer) and its ``relay`` header. Each round:
+One pipeline (:func:`_pipeline.start_pipeline`) on the embedded broker: publishing groups ``p1``
+and ``p2`` (``--members`` each, default 1: the machine has 2 cores), relays ``r1`` and ``r2``,
+and the synthetic feed (100 instruments x 10 Hz = 1,000 quotes/s) running throughout. A thread
+follows ``prices`` and keeps, per partition, every record's timestamp (set by the relay's
+producer) and its ``relay`` header. Each round, on a settled cluster (every partition led by
+exactly one live relay, which wrote its latest record, under 5 s old; held for 1.5 s):
 
-1. wait until settled: every partition led (NELI heartbeats) by exactly one live relay, every
-   live relay leading something, and each partition's latest record, under 5 s old, written
-   by that leader; held for 1.5 s;
-2. the victim is the relay whose name is in the ``relay`` header of the latest records of the
-   most partitions; its partitions are the affected ones; SIGKILL it;
-3. once a survivor has written every affected partition: per affected partition, the silence is
-   the longest gap between consecutive record timestamps from 1 s before the kill to 1 s after
-   the first record written after it (in practice the gap spanning the kill); also kept: kill
-   to first new record, and the survivor's rebuild time from its log;
-4. start a replacement relay; the gaps while it joins and takes partitions over (a cooperative
-   handover, no crash) are kept as ``join_handover_silence_s``.
+1. **kill**: SIGKILL the relay that wrote the latest records of the most partitions; per
+   partition it had, the silence is the longest gap between consecutive record timestamps from
+   1 s before the kill to 1 s after the first record written after it;
+2. **join**: start a replacement relay; the longest gap on every partition from its start until
+   the cluster settles again (cooperative hand-over of the partitions it is given);
+3. **sigterm**: SIGTERM the relay that wrote the latest records of the most partitions (it
+   hands over: keeps emitting until its successor asks, then releases); silence as in 1;
+4. **join** again (a second replacement), as in 2.
 
-The same cluster is used for every round, so ``prices`` grows and each takeover's rebuild
-(reading ``prices[k]`` to its end) reads more; the partition sizes at each kill are kept. At the
-end the feed stops and ``prices`` is judged exactly-once (:func:`pricing_ha.local.verdict.judge`).
+Retention: with ``--retained N`` (default: both 0 and 1,000,000, one cluster each) ``prices``
+is first filled with N records of 1,000 other instruments (so they do not collide with the
+feed's seqs), before the relays start; the takeover must not grow with it (the relays'
+standby tails read it once, at start).
 
-Run: ``.venv/bin/python bench/relay_takeover.py [--rounds 5] [--members 1]``
+Also measured, in each cluster, over a 20 s steady window: the CPU of each relay process, and
+of a process running only the relay's standby tail (:class:`pricing_ha.dedupe.standby.
+StandbyTail`) over ``prices``: the standby's cost per record and per second.
+
+The reference for the silences is the feed's own tick (0.1 s per instrument): the goals are a
+crash within S_relay + T_relay + 0.5 s at p99, hand-overs and joins within 2 ticks. At the end
+of each cluster the feed stops and ``prices`` is judged exactly-once
+(:func:`pricing_ha.local.verdict.judge`).
+
+Run (alone on the machine): ``.venv/bin/python bench/relay_takeover.py [--rounds 10]``
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import math
 import os
-import re
+import resource
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Message
+from confluent_kafka import Message, Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -54,21 +65,45 @@ from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 100
-_TOOK = re.compile(r"relay took partition (\d+) \(.*ready in ([\d.]+) s\)")
+TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 _Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 FRESH_MS = 5000  # a partition's latest price must be this recent to count as flowing (under load)
+STEADY_S = 20.0  # the window over which CPU is measured
+_CLK = os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float]) -> dict[str, float]:
+    """n, p50, p99 (nearest rank), max and mean of ``values``."""
+    if not values:
+        return {"n": 0}
+    s = sorted(values)
+    rank = max(0, math.ceil(0.99 * len(s)) - 1)
+    return {**summary(s), "p50": round(s[(len(s) - 1) // 2], 4), "p99": round(s[rank], 4)}
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLK
 
 
 class PricesTail:
     """Follows ``prices`` from the beginning: per partition, (offset, timestamp ms, relay)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        """Start following."""
+    def __init__(self, bootstrap: str, topic: str, partitions: int, skip: str) -> None:
+        """Start following (records whose key starts with ``skip`` are the preload: ignored)."""
         self.records: dict[int, list[_Rec]] = {p: [] for p in range(partitions)}
+        self._skip = skip.encode()
         self._tail = TopicTail(bootstrap, [topic], partitions, self._keep)
 
     def _keep(self, batch: list[Message], _received: float) -> None:
         for msg in batch:
+            key = msg.key()
+            if key is not None and key.startswith(self._skip):
+                continue
             relay = header_dict(msg.headers()).get("relay", "")
             p, offset = msg.partition() or 0, msg.offset() or 0
             self.records[p].append((offset, msg.timestamp()[1], relay))
@@ -88,14 +123,47 @@ def _max_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int:
     return max(gaps, default=0)
 
 
-def _rebuilds(log: Path, start: int, partitions: list[int]) -> dict[int, float]:
-    """Rebuild times a relay logged (after byte ``start`` of its log) for ``partitions``."""
-    text = log.read_bytes()[start:].decode(errors="replace")
-    out = {}
-    for m in _TOOK.finditer(text):
-        if int(m.group(1)) in partitions:
-            out[int(m.group(1))] = float(m.group(2))
-    return out
+PRELOAD_PREFIX = "OLD"
+
+
+def preload(bootstrap: str, topic: str, partitions: int, count: int) -> dict[str, float]:
+    """Append ``count`` prices of 1,000 instruments foreign to the feed to ``topic``."""
+    if count <= 0:
+        return {"records": 0}
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 200000,
+            "acks": "all",
+            "log.connection.close": False,
+        }
+    )
+    began = time.monotonic()
+    value_pad = b"x" * 120
+    for i in range(count):
+        instrument = f"{PRELOAD_PREFIX}{i % 1000:04d}"
+        seq = i // 1000 + 1
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=instrument.encode(),
+                    value=b'{"instrument":"%s","seq":%d,"pad":"%s"}'
+                    % (instrument.encode(), seq, value_pad),
+                    partition=i % partitions,
+                    headers=[("seq", str(seq).encode()), ("relay", b"preload")],
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    took = time.monotonic() - began
+    print(f"  preloaded {count} records in {took:.1f} s ({left} not acknowledged)", flush=True)
+    return {"records": count, "seconds": round(took, 1), "not_acknowledged": left}
 
 
 class Rounds:
@@ -108,7 +176,9 @@ class Rounds:
         self.view = LiveView(
             cluster.bootstrap, cluster.topics["neli"], cluster.topics["prices"], cluster.partitions
         )
-        self.tail = PricesTail(cluster.bootstrap, cluster.topics["prices"], cluster.partitions)
+        self.tail = PricesTail(
+            cluster.bootstrap, cluster.topics["prices"], cluster.partitions, PRELOAD_PREFIX
+        )
         self.live = {"r1", "r2"}
         self.started = 2
         self.diagnostic = ""
@@ -150,8 +220,8 @@ class Rounds:
         print(f"  {self.diagnostic}", flush=True)
         return None
 
-    def kill_active(self) -> dict[str, Any] | None:
-        """SIGKILL the active relay; measure its partitions' silence (None: no takeover)."""
+    def stop_active(self, how: str) -> dict[str, Any] | None:
+        """SIGKILL or SIGTERM (``how``) the active relay; its partitions' silence (None: stuck)."""
         c, tail = self.c, self.tail
         latest = tail.latest()
         by_relay: dict[str, list[int]] = {}
@@ -161,43 +231,40 @@ class Rounds:
         victim = max(by_relay, key=lambda r: (len(by_relay[r]), r == newest))
         affected = by_relay[victim]
         row: dict[str, Any] = {
+            "fault": how,
             "victim": victim,
             "affected_partitions": affected,
-            "records_on_partition_at_kill": {p: len(tail.records[p]) for p in affected},
-            "load_average_1m_at_kill": round(os.getloadavg()[0], 2),
-            "foreign_processes_at_kill": len(foreign_processes()),
+            "load_average_1m": round(os.getloadavg()[0], 2),
         }
-        survivors = self.live - {victim}
-        marks = {r: c.members[f"relay-{r}"].log_path.stat().st_size for r in survivors}
-        kill_ms = time.time_ns() / 1e6
-        c.members[f"relay-{victim}"].kill()
+        at_ms = time.time_ns() / 1e6
+        proc = c.members[f"relay-{victim}"]
+        if how == "kill":
+            proc.kill()
+        else:
+            proc.terminate()
         self.live.discard(victim)
 
         def taken() -> bool:
             return all(
-                any(r[2] != victim and r[1] > kill_ms for r in tail.records[p]) for p in affected
+                any(r[2] != victim and r[1] > at_ms for r in tail.records[p]) for p in affected
             )
 
         if not wait_until(taken, 90):
             return None
         time.sleep(1.0)
-        silence, first_s, owner = {}, {}, {}
+        silence, first_s = {}, {}
         for p in affected:
             recs = list(tail.records[p])
-            first = min((r for r in recs if r[2] != victim and r[1] > kill_ms), key=lambda r: r[1])
-            silence[p] = _max_gap_ms(recs, kill_ms - 1000, first[1] + 1000) / 1000
-            first_s[p] = round((first[1] - kill_ms) / 1000, 3)
-            owner[p] = first[2]
-        row.update(silence_s=silence, kill_to_first_record_s=first_s, new_owner=owner)
-        row["rebuild_s"] = {
-            p: s
-            for r in survivors
-            for p, s in _rebuilds(c.members[f"relay-{r}"].log_path, marks[r], affected).items()
-        }
+            first = min((r for r in recs if r[2] != victim and r[1] > at_ms), key=lambda r: r[1])
+            silence[p] = _max_gap_ms(recs, at_ms - 1000, first[1] + 1000) / 1000
+            first_s[p] = round((first[1] - at_ms) / 1000, 3)
+        row.update(silence_s=silence, to_first_record_of_successor_s=first_s)
+        if how == "sigterm":
+            row["exit_code"] = proc.wait(30)
         return row
 
-    def replace(self, row: dict[str, Any]) -> str | None:
-        """Start a replacement relay and wait to settle; note the handover gaps in ``row``."""
+    def join(self) -> dict[str, Any]:
+        """Start a replacement relay and wait to settle; the gaps while it joins."""
         self.started += 1
         name = f"r{self.started}"
         join_ms = time.time_ns() / 1e6
@@ -205,104 +272,216 @@ class Rounds:
         self.live.add(name)
         how = self.settle()
         settled_ms = time.time_ns() / 1e6
-        row["replacement"] = name
-        row["join_handover_silence_s"] = {
-            p: _max_gap_ms(list(self.tail.records[p]), join_ms, settled_ms) / 1000
-            for p in range(self.c.partitions)
+        return {
+            "fault": "join",
+            "joined": name,
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "silence_s": {
+                p: _max_gap_ms(list(self.tail.records[p]), join_ms, settled_ms) / 1000
+                for p in range(self.c.partitions)
+            },
+            "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
+            "settled_as": how,
         }
-        row["join_settled_after_s"] = round((settled_ms - join_ms) / 1000, 2)
-        row["settled_as"] = how
-        return how
 
 
-def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def summ(values: list[float]) -> dict[str, float]:
-        return summary(values) if values else {"n": 0}
+def standby_probe(bootstrap: str, topic: str, partitions: int, seconds: float) -> None:
+    """(Child process) tail ``topic`` with a StandbyTail; print records and CPU as JSON."""
+    from pricing_ha.dedupe.standby import StandbyTail
 
+    tail = StandbyTail(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-standby",
+            "log.connection.close": False,
+        },
+        topic,
+        partitions,
+        token="bench-standby/none",
+    )
+    tail.start()
+    # Catch up first (the preload), then measure the steady state only.
+    wait_until(lambda: tail.problem() is None, 300)
+    caught_up = resource.getrusage(resource.RUSAGE_SELF)
+    records0, began = tail.records, time.monotonic()
+    time.sleep(seconds)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    took = time.monotonic() - began
+    records = tail.records - records0
+    cpu = ru.ru_utime + ru.ru_stime - caught_up.ru_utime - caught_up.ru_stime
+    tail.close()
+    print(
+        json.dumps(
+            {
+                "seconds": round(took, 2),
+                "records": records,
+                "records_per_s": round(records / took, 1),
+                "cpu_s": round(cpu, 3),
+                "cpu_percent_of_a_core": round(100 * cpu / took, 2),
+                "cpu_us_per_record": round(1e6 * cpu / records, 2) if records else None,
+                "rss_mib": round(ru.ru_maxrss / 1024, 1),
+            }
+        ),
+        flush=True,
+    )
+
+
+def steady_costs(c: PricingCluster, relays: list[str]) -> dict[str, Any]:
+    """CPU of each relay over :data:`STEADY_S`, and of a standby tail alone beside them."""
+    pids = {r: c.members[f"relay-{r}"].pid for r in relays}
+    probe = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--standby-probe",
+            f"{c.bootstrap},{c.topics['prices']},{c.partitions},{STEADY_S}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The probe catches up first; measure the relays over a window of the same length.
+        time.sleep(2.0)
+        before = {r: cpu_s(pid) for r, pid in pids.items()}
+        began = time.monotonic()
+        time.sleep(STEADY_S)
+        took = time.monotonic() - began
+        relay_cpu = {r: round(100 * (cpu_s(pid) - before[r]) / took, 2) for r, pid in pids.items()}
+        out, _ = probe.communicate(timeout=360)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
     return {
-        "rounds_completed": len(rows),
-        "silence_per_partition_s": summ([s for r in rows for s in r["silence_s"].values()]),
-        "silence_worst_partition_per_round_s": summ([max(r["silence_s"].values()) for r in rows]),
-        "kill_to_first_record_s": summ(
-            [s for r in rows for s in r["kill_to_first_record_s"].values()]
-        ),
-        "survivor_rebuild_s": summ([s for r in rows for s in r["rebuild_s"].values()]),
-        "join_handover_silence_worst_partition_s": summ(
-            [max(r["join_handover_silence_s"].values()) for r in rows]
-        ),
+        "relay_cpu_percent_of_a_core": relay_cpu,
+        "standby_tail_alone": json.loads(out.strip().splitlines()[-1]),
     }
 
 
-def run(bootstrap: str, rounds: int, members: int, hz: float) -> dict[str, Any]:
-    """The rounds on one cluster; returns the figures."""
+def run(bootstrap: str, rounds: int, members: int, hz: float, retained: int) -> dict[str, Any]:
+    """The rounds on one cluster (``prices`` preloaded with ``retained``); returns the figures."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-relay-takeover-"))
     rows: list[dict[str, Any]] = []
     with ProcessGroup(workdir / "logs") as procs:
-        c = start_pipeline(procs, bootstrap, workdir, members)
+        c = PricingCluster(procs, bootstrap, workdir)
+        c.create_topics()
+        loaded = preload(bootstrap, c.topics["prices"], c.partitions, retained)
+        c = start_pipeline(procs, bootstrap, workdir, members, cluster=c)
         state = Rounds(c)
         feed = start_feed(c, instruments=INSTRUMENTS, rate_hz=hz, duration_s=3600)
+        costs: dict[str, Any] = {}
         try:
             how = state.settle()
+            if how is not None:
+                costs = steady_costs(c, sorted(state.live))
+                print(f"  steady costs: {costs}", flush=True)
             for i in range(rounds):
+                for fault in ("kill", "join", "sigterm", "join"):
+                    if how is None:
+                        break
+                    row = state.join() if fault == "join" else state.stop_active(fault)
+                    if row is None:
+                        print(f"  round {i} {fault}: not taken over within 90 s", flush=True)
+                        how = None
+                        break
+                    row["round"] = i
+                    how = row.get("settled_as", "n/a")
+                    print(f"  round {i}: {row}", flush=True)
+                    rows.append(row)
                 if how is None:
                     print(f"  round {i}: the relays did not settle; stopping", flush=True)
                     break
-                row = state.kill_active()
-                if row is None:
-                    print(f"  round {i}: not taken over within 90 s; stopping", flush=True)
-                    break
-                how = state.replace(row)
-                print(f"  round {i}: {row}", flush=True)
-                rows.append(row)
         finally:
             feed.terminate()
             feed.wait(60)
             state.close()
         verdict = exactly_once(c, wait_s=60)  # time for the relays to catch up
     print(f"  exactly-once: {verdict}", flush=True)
+
+    def of(fault: str, worst: bool) -> dict[str, float]:
+        picked = [r for r in rows if r["fault"] == fault]
+        if worst:
+            return pct([max(r["silence_s"].values()) for r in picked])
+        return pct([s for r in picked for s in r["silence_s"].values()])
+
     return {
-        **_figures(rows),
+        "preload": loaded,
+        "rounds_completed": len({r["round"] for r in rows}),
+        "silence_s": {
+            fault: {"per_affected_partition": of(fault, False), "worst_per_event": of(fault, True)}
+            for fault in ("kill", "sigterm", "join")
+        },
+        "kill_to_successor_first_record_s": pct(
+            [
+                s
+                for r in rows
+                if r["fault"] == "kill"
+                for s in r["to_first_record_of_successor_s"].values()
+            ]
+        ),
+        "steady_costs": costs,
         "exactly_once": verdict,
         "stopped_because": state.diagnostic or None,
-        "rounds": rows,
+        "events": rows,
     }
 
 
 def main() -> None:
     """Run the rounds; write bench/results/relay_takeover.json."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--members", type=int, default=1, help="publishers per group")
-    parser.add_argument("--hz", type=float, default=10.0, help="per instrument (100 instruments)")
+    parser.add_argument("--hz", type=float, default=1 / TICK_S, help="per instrument (100)")
+    parser.add_argument(
+        "--retained", default="0,1000000", help="records preloaded on prices, one cluster each"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write here instead")
+    parser.add_argument("--standby-probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.standby_probe:
+        bootstrap, topic, partitions, seconds = args.standby_probe.split(",")
+        standby_probe(bootstrap, topic, int(partitions), float(seconds))
+        return
     # SIGTERM unwinds (stopping every process started) instead of killing this process alone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     relay = AppConfig().relay
     began = time.monotonic()
+    goal_crash_s = (relay.session_timeout_ms + relay.threshold_ms) / 1000 + 0.5
     figures: dict[str, Any] = {
         "setup": {
             "broker": "embedded Tansu (memory storage), one process",
             "publishers_per_group": args.members,
             "groups": ["p1", "p2"],
-            "relays": "2 live (a replacement started after each kill)",
-            "partitions": 4,
+            "relays": "2 live (a replacement joins after each kill and each SIGTERM)",
+            "partitions": PricingCluster.__dataclass_fields__["partitions"].default,
             "feed": f"{INSTRUMENTS} instruments x {args.hz:g} Hz",
+            "feed_tick_s": round(1 / args.hz, 3),
             "neli_session_ms": PricingCluster.__dataclass_fields__["session_ms"].default,
             "relay_session_ms": relay.session_timeout_ms,
             "relay_threshold_ms": relay.threshold_ms,
             "relay_clock_skew_ms": relay.clock_skew_ms,
             "relay_pulse_interval_ms": relay.pulse_interval_ms,
-            "note": "all processes share the machine's cores",
+            "goals_s": {
+                "kill_p99": goal_crash_s,
+                "sigterm_and_join_max": round(2 / args.hz, 3),
+            },
+            "note": "all processes share the machine's 2 cores",
             "code": code_version(),
+            "load_average_1m_at_start": round(os.getloadavg()[0], 2),
             "foreign_processes_at_start": foreign_processes(),
-        }
+        },
+        "by_retained": {},
     }
     # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
     os.chdir(tempfile.mkdtemp(prefix="bench-relay-takeover-cwd-"))
-    with EmbeddedBroker() as broker:
-        figures.update(run(broker.bootstrap, args.rounds, args.members, args.hz))
+    for retained in (int(r) for r in args.retained.split(",")):
+        print(f"cluster with {retained} records retained on prices", flush=True)
+        with EmbeddedBroker() as broker:
+            figures["by_retained"][str(retained)] = run(
+                broker.bootstrap, args.rounds, args.members, args.hz, retained
+            )
     figures["wall_time_s"] = round(time.monotonic() - began, 1)
-    write("relay_takeover", figures)
+    write("relay_takeover", figures, args.out)
 
 
 if __name__ == "__main__":

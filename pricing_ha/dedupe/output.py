@@ -30,6 +30,7 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -58,6 +59,8 @@ __all__ = ["RelayOutput", "RelayStats"]
 log = logging.getLogger("pricing_ha.relay")
 
 _PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers again
+_APPENDED_KEPT = 256  # acknowledged records remembered per partition, for read_as_of
+_APPENDED_EVERY_S = 0.01  # at most one per this interval
 
 
 @dataclass
@@ -109,6 +112,8 @@ class RelayOutput:
         self._tally = PriceTally(self._metrics, self._metrics.prices_relayed, stage="relay")
         self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
+        # partition -> (offset, monotonic time produced) of some acknowledged records
+        self._appended: dict[int, deque[tuple[int, float]]] = {}
         self._unproven = False  # replaced, and the broker has not answered the new producer yet
         self._probed_at = float("-inf")
         #: Starts the ``marker`` header of this member's control records (one per process).
@@ -133,12 +138,36 @@ class RelayOutput:
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is None:
+            self._note_appended(msg)
             return
         # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
         partition = msg.partition()
         self.stats.delivery_failures += 1
         if partition is not None:
             self._failed.add(partition)
+
+    def _note_appended(self, msg: Message) -> None:
+        """Remember (sparsely) when a record was produced that landed at an offset."""
+        partition, offset = msg.partition(), msg.offset()
+        if partition is None or offset is None or offset < 0:
+            return
+        produced = time.monotonic() - (msg.latency() or 0.0)
+        seen = self._appended.setdefault(partition, deque(maxlen=_APPENDED_KEPT))
+        if not seen or produced - seen[-1][1] >= _APPENDED_EVERY_S:
+            seen.append((offset, produced))
+
+    def read_as_of(self, partition: int, position: int) -> float:
+        """A monotonic time before which everything appended to ``prices[partition]`` is below
+        ``position``: when this member produced its latest record found below it (that record
+        was appended after it was produced, and after everything appended before). Minus
+        infinity when there is none."""
+        seen = self._appended.get(partition)
+        if not seen:
+            return float("-inf")
+        while len(seen) > 1 and seen[1][0] < position:
+            seen.popleft()
+        offset, produced = seen[0]
+        return produced if offset < position else float("-inf")
 
     def _take_failed(self) -> set[int]:
         if self.producer.replace_if_wedged() is not None:

@@ -206,7 +206,7 @@ class RelayWorker(PartitionWorker):
             return False
         term = self._terms.get(partition)
         return term is not None and self.standby.unrequested_within(
-            partition, term, _HANDOVER_FRESH_S
+            partition, term, _HANDOVER_FRESH_S, self._out.read_as_of
         )
 
     def hand_over(self, partition: int) -> bool:

@@ -280,12 +280,30 @@ class StandbyTail:
                     return False
                 self._changed.wait(min(left, 0.05))
 
-    def unrequested_within(self, partition: int, offset: int, fresh_s: float) -> bool:
-        """Nobody asked for ``partition`` after ``offset``, as of a read to its end at most
-        ``fresh_s`` ago (a stale tail could have missed the request: then ``False``)."""
+    def unrequested_within(
+        self,
+        partition: int,
+        offset: int,
+        fresh_s: float,
+        read_as_of: Callable[[int, int], float] | None = None,
+    ) -> bool:
+        """Nobody asked for ``partition`` after ``offset``, as of a read that saw everything
+        appended to it until at most ``fresh_s`` ago (a stale tail could have missed the
+        request: then ``False``).
+
+        The tail knows it saw everything appended until the last time it reached the end (an
+        end-of-partition event). While the partition is written continuously, those events can
+        be rare (the embedded broker's reported end lags its data), so the owner may also pass
+        ``read_as_of(partition, position)``: a monotonic time before which everything appended
+        is below ``position`` (for instance, when the owner produced a record the broker put
+        below it: every earlier request was appended before that record).
+        """
         with self._changed:
             view = self.views[partition]
-            return view.requested_at <= offset and time.monotonic() - view.end_mono < fresh_s
+            fresh = view.end_mono
+            if read_as_of is not None:
+                fresh = max(fresh, read_as_of(partition, view.position))
+            return view.requested_at <= offset and time.monotonic() - fresh < fresh_s
 
     def problem(self) -> str | None:
         """Why the standby is not ready (not yet at the end of every partition), or ``None``."""

@@ -119,7 +119,9 @@ def test_checker_finds_an_old_owner_that_ignores_the_successors_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Break the hand-over rule (the successor's probe ignored): the simulation finds it."""
-    monkeypatch.setattr(StandbyTail, "unrequested_within", lambda self, p, offset, fresh: True)
+    monkeypatch.setattr(
+        StandbyTail, "unrequested_within", lambda self, p, offset, fresh, read_as_of=None: True
+    )
     failure, _ = _first_failure(range(SEED0, SEED0 + 300))
     assert failure is not None
     assert failure.violations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, TopicPartition
@@ -179,3 +180,39 @@ def test_control_kind_tells_control_records_from_prices() -> None:
     assert control_kind(None) is None
     got = control_kind([(CONTROL_HEADER, "release"), ("term", b"12")])
     assert got == (RELEASE, {CONTROL_HEADER: b"release", "term": b"12"})
+
+
+def test_a_request_is_seen_only_by_a_tail_fresh_by_its_end_or_by_own_records() -> None:
+    log = Log(1)
+    term = log.control(0, TAKEOVER, TOKEN + ":1")
+    log.price(0, "EURUSD", 1)
+    tail = tail_of(log)
+    tail.step(0)  # reads to the end: fresh by the end-of-partition event
+    assert tail.unrequested_within(0, term, 1.0)
+    tail.views[0].end_mono -= 5.0  # the last end reached long ago (data kept flowing)
+    assert not tail.unrequested_within(0, term, 1.0)
+    # Own record produced just now landed below the tail's position: fresh again.
+    position = tail.views[0].position
+    assert tail.unrequested_within(0, term, 1.0, lambda _p, pos: time.monotonic() - 0.1)
+    assert not tail.unrequested_within(0, term, 1.0, lambda _p, pos: float("-inf"))
+    # A successor's probe after the term: requested, however fresh the tail.
+    log.control(0, PROBE, "r9/zzz:1")
+    tail.step(0)
+    assert tail.views[0].position == position + 1
+    assert not tail.unrequested_within(0, term, 1.0, lambda _p, pos: time.monotonic())
+
+
+def test_read_as_of_is_the_production_time_of_the_latest_own_record_below_a_position() -> None:
+    from pricing_ha.dedupe.output import RelayOutput
+
+    out = RelayOutput.__new__(RelayOutput)
+    out._appended = {}
+    now = time.monotonic()
+    for offset, latency in ((10, 0.5), (20, 0.2), (30, 0.05)):
+        msg = Message(topic="prices", partition=3, offset=offset, latency=latency)
+        out._note_appended(msg)
+    assert out.read_as_of(3, 5) == float("-inf")  # nothing of ours below offset 5
+    assert out.read_as_of(2, 100) == float("-inf")  # nothing produced to that partition
+    below_25 = out.read_as_of(3, 25)
+    assert now - 0.3 < below_25 < now  # the record at 20, produced 0.2 s before its ack
+    assert out.read_as_of(3, 31) > below_25  # the record at 30 is newer
