@@ -1,0 +1,109 @@
+"""Planned relay moves and a broker stall during a takeover, judged from ``prices``.
+
+A relay joining, and a relay stopped with SIGTERM, hand their partitions over: the old owner
+emits until its successor asks, then releases, and the successor takes the end from the
+release. Subscribers must barely notice: the longest silence of any instrument across each
+move is bounded well below a fail-over (which costs S + a rebalance + T). The second test
+pauses the broker while a successor is taking over from a killed relay: nothing may be
+duplicated, lost or reordered, and ``prices`` must resume.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
+from pricing_ha.local.procs import ProcessGroup
+from tests.integration.test_relay import _explain, _wait_exactly_once
+from tests.waiting import wait_for
+
+S = SESSION_MS / 1000
+TICK_S = 0.1
+# A hand-over measured 0.13-0.56 s in development runs (the release's and the takeover
+# marker's round trips, then the successor's first fetch); a fail-over costs 6-9 s. The bound
+# leaves room for a loaded CI machine and still fails on a move that waits for a fail-over.
+PLANNED_MOVE_BOUND_S = 2.0
+
+
+def _silence_between(records: list[Record], lo_ms: float, hi_ms: float) -> dict[str, float]:
+    """Per instrument, the longest gap between consecutive prices ending in [lo_ms, hi_ms]."""
+    by: dict[str, list[int]] = {}
+    for r in records:
+        if r.key is not None:
+            by.setdefault(r.key.decode(), []).append(r.timestamp_ms)
+    return {
+        k: max((b - a for a, b in itertools.pairwise(sorted(ts)) if lo_ms <= b <= hi_ms), default=0)
+        / 1000
+        for k, ts in by.items()
+    }
+
+
+def _took(cluster: PricingCluster, relay: str) -> int:
+    return cluster.members[f"relay-{relay}"].log_path.read_text().count("relay took partition")
+
+
+def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
+    cluster: PricingCluster,
+) -> None:
+    """Join, then SIGTERM of the first relay: exactly once, and each move barely visible."""
+    cluster.publisher("p1", "a")
+    cluster.publisher("p2", "a")
+    r1 = cluster.relay("r1")
+    cluster.wait_led(["p1", "p2", "relay"])
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
+    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
+    time.sleep(S)  # prices flowing from r1 before the move (the fault's timing)
+    join_ms = time.time() * 1000
+    cluster.relay("r2")
+    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    time.sleep(2 * S)  # let the rebalance settle before the next move
+    term_ms = time.time() * 1000
+    r1.terminate()
+    assert r1.wait(30) == 0, "SIGTERM must end the relay cleanly"
+    wait_for(
+        lambda: _took(cluster, "r2") >= cluster.partitions,
+        60,
+        "r2 to take every partition",
+    )
+    assert cluster.members["feed"].wait(120) == 0
+    _wait_exactly_once(cluster)
+    prices = cluster.read("prices")
+    for what, lo, hi in (("join", join_ms, term_ms), ("SIGTERM", term_ms, term_ms + 3 * S * 1000)):
+        silence = _silence_between(prices, lo, hi)
+        worst = max(silence, key=lambda i: silence[i])
+        print(f"longest silence on prices across the {what}: {silence[worst]:.2f} s")
+        assert silence[worst] < PLANNED_MOVE_BOUND_S, f"{what}: {_explain(prices, worst)}"
+
+
+def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
+    procs: ProcessGroup, embedded_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
+    cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
+    cluster.create_topics()
+    cluster.publisher("p1", "a")
+    cluster.publisher("p2", "a")
+    r1 = cluster.relay("r1")
+    cluster.wait_led(["p1", "p2", "relay"])
+    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
+    cluster.relay("r2")
+    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
+    time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
+    r1.kill()
+    # The session expires after S; the rebalance and the takeover follow: pause in the middle.
+    time.sleep(S + 0.5)
+    embedded_broker.pause()
+    try:
+        time.sleep(2.0)  # the stall's duration, not a wait for a condition
+    finally:
+        embedded_broker.resume()
+    resumed_ms = time.time() * 1000
+    assert cluster.members["feed"].wait(120) == 0
+    _wait_exactly_once(cluster)
+    prices = cluster.read("prices")
+    after = {r.key.decode() for r in prices if r.key is not None and r.timestamp_ms > resumed_ms}
+    assert after == set(cluster.expected()), "every instrument flows on prices after the stall"
