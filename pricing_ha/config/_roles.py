@@ -64,6 +64,9 @@ def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
     )
 
 
+_FENCING = ("transactions", "none")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RelayConfig:
     """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
@@ -80,6 +83,11 @@ class RelayConfig:
             arriving after its seq was declared missing cannot be delivered in order).
         assignment_strategy: the relay group's rebalance protocol (see below). Default
             ``"roundrobin"``.
+        fencing: ``"transactions"`` (default): each owned partition of ``prices`` is written
+            by a transactional producer of its own (``transactional.id`` derived from the
+            partition), so a takeover's ``init_transactions`` makes the broker reject the
+            previous owner's writes, and the new owner need not wait out a grace period.
+            ``"none"``: one idempotent producer; the grace period T keeps owners apart.
 
     Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
     the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
@@ -107,8 +115,15 @@ class RelayConfig:
     pulse_interval_ms: int = 300
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
+    fencing: str = "transactions"
 
     def __post_init__(self) -> None:
+        check(
+            self.fencing in _FENCING,
+            self,
+            "fencing",
+            f"must be one of {', '.join(repr(f) for f in _FENCING)}, got {self.fencing!r}",
+        )
         check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
         check_ms(self, "threshold_ms", self.threshold_ms)
         check_ms(self, "clock_skew_ms", self.clock_skew_ms, 0)

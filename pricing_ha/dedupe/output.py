@@ -13,6 +13,19 @@ publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
 * counts prices relayed, latencies (end-to-end from the source time, and the hop from the
   publisher) and staleness per batch, and the arbiters' duplicates and gaps.
 
+**Fencing** (``[relay] fencing = "transactions"``, the default): each partition this relay owns
+is written by a transactional producer of its own, whose ``transactional.id`` is derived from
+the relay group and the partition (:meth:`RelayOutput.fence`). A takeover calls
+``init_transactions`` first, which makes the broker reject every later write of the previous
+owner's producer for that partition (and abort its open transaction); only then does it write
+its takeover marker. Prices are emitted inside transactions, committed at the end of each batch
+and when idle (:meth:`RelayOutput.flush`, :meth:`RelayOutput.poll`); a commit that fails or
+times out ends that partition's producer, and the partition is started over under a new one.
+Probes and the dead-letter topic go through the relay's one idempotent producer. What the
+brokers make of it (docs/architecture.md §7): Apache Kafka rejects the fenced producer and hides
+its aborted records from ``read_committed`` readers; the embedded broker rejects its writes too,
+but shows aborted records to every reader and does not answer a fenced commit (it times out).
+
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
 while the broker was paused, after which the embedded broker fences the idempotent producer
@@ -32,6 +45,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -42,6 +56,7 @@ from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.records import RawPrice
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
@@ -59,6 +74,7 @@ __all__ = ["RelayOutput", "RelayStats"]
 log = logging.getLogger("pricing_ha.relay")
 
 _PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers again
+_COMMIT_TIMEOUT_S = 2.0  # a commit (the embedded broker never answers a fenced one: it times out)
 _APPENDED_KEPT = 256  # acknowledged records remembered per partition, for read_as_of
 _APPENDED_EVERY_S = 0.01  # at most one per this interval
 
@@ -99,6 +115,7 @@ class RelayOutput:
         stats: RelayStats,
         telemetry: Telemetry,
         producer_factory: Callable[[dict[str, ConfigValue]], Producer] | None = None,
+        parallel_commits: bool = True,
     ) -> None:
         """Create the producer (``producer_factory``: tests and the simulation pass a fake)."""
         self._cfg = cfg
@@ -119,6 +136,37 @@ class RelayOutput:
         #: Starts the ``marker`` header of this member's control records (one per process).
         self.token = f"{member}/{uuid.uuid4().hex[:12]}"
         self._markers = 0
+        #: Whether each owned partition is written by a transactional producer of its own.
+        self.fencing = cfg.relay.fencing == "transactions"
+        self._make: Callable[[dict[str, ConfigValue]], Producer] = producer_factory or (
+            lambda config: Producer(config, logger=log)
+        )
+        self._fences: dict[int, Producer] = {}  # owned partition -> its transactional producer
+        self._open: set[int] = set()  # partitions with a transaction begun and not committed
+        self._fence_problem: str | None = None
+        # Commits of several partitions run side by side (see _commit_open); the simulation,
+        # whose producers share one simulated clock, commits one after another.
+        self._pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(cfg.topics.partitions, thread_name_prefix=f"relay-{member}-commit")
+            if self.fencing and parallel_commits
+            else None
+        )
+        message_timeout_ms = max(500, cfg.relay.session_timeout_ms)
+        self._fence_config: dict[str, ConfigValue] = cfg.broker.client_config(
+            defaults={
+                "linger.ms": 1,
+                "log.connection.close": False,
+                "enable.sparse.connections": False,
+                # A crashed owner's open transaction holds read_committed readers back until
+                # the next owner's init_transactions aborts it, or until this timeout.
+                "transaction.timeout.ms": max(10_000, message_timeout_ms),
+            },
+            required={
+                "acks": "all",
+                "enable.idempotence": True,
+                "message.timeout.ms": message_timeout_ms,
+            },
+        )
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": 1, "log.connection.close": False},
@@ -184,7 +232,117 @@ class RelayOutput:
     @property
     def problem(self) -> str | None:
         """Why output cannot be delivered now (the producer's problem), or ``None``."""
-        return self.producer.problem
+        return self.producer.problem or self._fence_problem
+
+    # -- fencing ------------------------------------------------------------------------------
+
+    def transactional_id(self, partition: int) -> str:
+        """The ``transactional.id`` of whoever owns ``prices[partition]`` in this relay group."""
+        return f"{self._raw_group}.{self._cfg.topics.prices}.{partition}"
+
+    def fence(self, partitions: list[int], timeout_s: float) -> set[int]:
+        """Give each partition a new transactional producer; return those it was given to.
+
+        ``init_transactions`` registers a new epoch for the partition's ``transactional.id``:
+        from then on the broker rejects the previous owner's producer (whichever member it
+        is), and its open transaction is aborted. A partition whose initialisation failed
+        (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
+        """
+        done: set[int] = set()
+        for partition in partitions:
+            self._discard_fence(partition)
+            producer = self._make(
+                {
+                    **self._fence_config,
+                    "transactional.id": self.transactional_id(partition),
+                    "client.id": f"relay-{self._member}-prices-{partition}",
+                }
+            )
+            try:
+                producer.init_transactions(timeout_s)
+            except KafkaException as exc:
+                self._fence_problem = f"partition {partition}: init_transactions failed: {exc}"
+                log.warning("%s", self._fence_problem)
+                _abandon(producer)
+                continue
+            self._fences[partition] = producer
+            done.add(partition)
+        if done:
+            self._fence_problem = None
+        return done
+
+    def _discard_fence(self, partition: int) -> None:
+        self._open.discard(partition)
+        producer = self._fences.pop(partition, None)
+        if producer is not None:
+            _abandon(producer)
+
+    def _begin(self, partition: int) -> Producer | None:
+        """The partition's transactional producer, in a transaction (None: it has none)."""
+        producer = self._fences.get(partition)
+        if producer is None or partition in self._open:
+            return producer
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:
+            self._fence_lost(partition, f"begin_transaction failed: {exc}")
+            return None
+        self._open.add(partition)
+        return producer
+
+    def _commit(self, partition: int, timeout_s: float) -> bool:
+        """Commit the partition's open transaction; False (and started over) if it failed."""
+        producer = self._fences.get(partition)
+        if producer is None or partition not in self._open:
+            return producer is not None
+        self._open.discard(partition)
+        try:
+            producer.flush(timeout_s)  # serves the delivery callbacks here, in this thread
+            producer.commit_transaction(timeout_s)
+        except KafkaException as exc:
+            self._fence_lost(partition, f"the transaction was not committed: {exc}")
+            return False
+        return True
+
+    def _fence_lost(self, partition: int, why: str) -> None:
+        """End the partition's producer (fenced, or the broker did not answer): start over."""
+        self._fence_problem = f"partition {partition}: {why}"
+        log.warning("%s; the partition is started over", self._fence_problem)
+        self._discard_fence(partition)
+        self._failed.add(partition)
+
+    def _commit_open(self) -> set[int]:
+        """Commit every open transaction; return the partitions whose commit failed.
+
+        Every partition's records are flushed first, in this thread (delivery callbacks run
+        here); then the commits, each a round trip to the transaction coordinator, run at
+        the same time on the commit pool (each waits for its own answer), so a batch over
+        several partitions costs one commit's latency, not their sum.
+        """
+        partitions = sorted(self._open)
+        if len(partitions) < 2 or self._pool is None:
+            return {p for p in partitions if not self._commit(p, _COMMIT_TIMEOUT_S)}
+        failed: set[int] = set()
+        started = []
+        for partition in partitions:
+            producer = self._fences[partition]
+            self._open.discard(partition)
+            try:
+                producer.flush(_COMMIT_TIMEOUT_S)
+            except KafkaException as exc:
+                self._fence_lost(partition, f"the transaction was not flushed: {exc}")
+                failed.add(partition)
+                continue
+            started.append(
+                (partition, self._pool.submit(producer.commit_transaction, _COMMIT_TIMEOUT_S))
+            )
+        for partition, future in started:
+            try:
+                future.result()
+            except KafkaException as exc:
+                self._fence_lost(partition, f"the transaction was not committed: {exc}")
+                failed.add(partition)
+        return failed
 
     def may_resume(self) -> bool:
         """Whether failed partitions may be started over: not until a replaced producer's
@@ -209,7 +367,8 @@ class RelayOutput:
         self._reported[partition] = (arbiter.duplicates, arbiter.gaps)
 
     def forget(self, partition: int) -> None:
-        """Stop reporting on ``partition`` (report what is pending first)."""
+        """Stop reporting on ``partition`` (report what is pending first); end its producer."""
+        self._discard_fence(partition)
         self._reported.pop(partition, None)
         self._tally.forget_partition(partition)
 
@@ -232,6 +391,9 @@ class RelayOutput:
         acknowledged within ``timeout_s`` are missing from the result.
         """
         offsets: dict[int, int] = {}
+        fenced = self.fencing and kind != PROBE
+        if fenced and kind == TAKEOVER:
+            partitions = sorted(self.fence(partitions, timeout_s))
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             partition, offset = msg.partition(), msg.offset()
@@ -239,6 +401,12 @@ class RelayOutput:
                 offsets[partition] = offset
 
         for partition in partitions:
+            producer: Producer | ReplaceableProducer[Producer] = self.producer
+            if fenced:
+                fence = self._begin(partition)
+                if fence is None:
+                    continue
+                producer = fence
             self._markers += 1
             headers: list[tuple[str, HeaderValue]] = [
                 (CONTROL_HEADER, kind),
@@ -248,7 +416,7 @@ class RelayOutput:
             ]
             if terms is not None and partition in terms:
                 headers.append(("term", str(terms[partition]).encode()))
-            self.producer.produce(
+            producer.produce(
                 self._cfg.topics.prices,
                 key=None,
                 value=b"",
@@ -256,7 +424,14 @@ class RelayOutput:
                 headers=headers,
                 on_delivery=delivered,
             )
-        self.producer.flush(timeout_s)
+        if not fenced:
+            self.producer.flush(timeout_s)
+            return offsets
+        for partition in partitions:
+            if not self._commit(partition, timeout_s):
+                offsets.pop(partition, None)
+            if kind == RELEASE:
+                self._discard_fence(partition)  # this member's term there is over
         return offsets
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
@@ -268,10 +443,16 @@ class RelayOutput:
         relay_ns = str(now_ns).encode()
         member = self._member.encode()
         tally = self._tally
+        producer: Producer | ReplaceableProducer[Producer] = self.producer
         for e in emissions:
             if not self._leads(partition):
                 self.stats.not_leader_skips += 1
                 return False
+            if self.fencing:
+                fence = self._begin(partition)
+                if fence is None:
+                    return False  # no producer of its own: only a takeover may give it one
+                producer = fence
             item = e.item
             headers: list[tuple[str, HeaderValue]] = [
                 *item.headers,
@@ -280,7 +461,7 @@ class RelayOutput:
             ]
             send: Span | None = None
             if item.trace is None:
-                self.producer.produce(
+                producer.produce(
                     topic,
                     key=item.key,
                     value=item.value,
@@ -296,7 +477,7 @@ class RelayOutput:
                     partition=partition,
                     attributes={"pricing_ha.seq": e.seq, "pricing_ha.source": e.source},
                 )
-                self.producer.produce(
+                producer.produce(
                     topic,
                     key=item.key,
                     value=item.value,
@@ -387,6 +568,7 @@ class RelayOutput:
     def flush(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Wait for every record to be acknowledged, report metrics; return failed partitions."""
         remaining = self.producer.flush(FLUSH_TIMEOUT_S)
+        self._commit_open()
         self._tally.flush()
         self.report(arbiters)
         failed = self._take_failed()
@@ -397,6 +579,7 @@ class RelayOutput:
     def poll(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Serve delivery callbacks and report metrics, without waiting (idle time)."""
         self.producer.poll(0)
+        self._commit_open()  # what expired from the reorder windows becomes visible now
         if self._tally.pending:
             self._tally.flush()
         self.report(arbiters)
@@ -417,5 +600,20 @@ class RelayOutput:
             self._reported[partition] = (arbiter.duplicates, arbiter.gaps)
 
     def close(self) -> None:
-        """Flush what is still queued."""
+        """Commit open transactions, flush what is still queued."""
+        self._commit_open()
+        for partition in list(self._fences):
+            self._discard_fence(partition)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
         self.producer.close(FLUSH_TIMEOUT_S)
+
+
+def _abandon(producer: Producer) -> None:
+    """Let a transactional producer go without waiting on it (it may be fenced: a flush or an
+    abort could wait for an answer the broker never sends)."""
+    try:
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.poll(0)
+    except (KafkaException, RuntimeError) as exc:
+        log.debug("abandoning a producer: %s", exc)

@@ -59,6 +59,10 @@ _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
 # before taking the end: by then the old owner has seen the marker and stopped.
 _HANDOVER_FRESH_S = 1.0
 _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+# With fencing, a successor whose probe found the partition not released within this long
+# ends its grace period and takes over: its init_transactions fences whoever still owns it.
+# An owner handing over sees the probe and releases well within it (a tail read and a commit).
+_FENCED_WAIT_S = 0.3
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 
 
@@ -155,6 +159,7 @@ class RelayWorker(PartitionWorker):
             stats=stats,
             telemetry=telemetry,
             producer_factory=clients.producer,
+            parallel_commits=clients.producer is None,
         )
         self.standby = StandbyTail(
             broker.client_config(
@@ -261,6 +266,8 @@ class RelayWorker(PartitionWorker):
             p
             for p, snap in snaps.items()
             if not snap.clean
+            # Fenced: the previous owner's producer can no longer append, nothing to wait for.
+            and not self._out.fencing
             and p not in self._waived
             # A probe acknowledged long enough ago already made any old owner stop.
             and self._probe_acked.get(p, asked) >= asked
@@ -289,7 +296,7 @@ class RelayWorker(PartitionWorker):
                 continue
             if partition in self._waived:
                 self._waived.discard(partition)
-                if not snap.clean:
+                if not snap.clean and not self._out.fencing:
                     # Another term started between the probe and this marker: the grace
                     # period was not to be skipped after all. Wait it out, then start over.
                     deferred[partition] = TakeoverDeferredError(
@@ -396,11 +403,20 @@ class RelayWorker(PartitionWorker):
             self._probes.update(probes)
             acked = time.monotonic()
             self._probe_acked.update(dict.fromkeys(probes, acked))
+        now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
                 self._waived.add(partition)
                 del self._probes[partition]
                 log.info("partition %d was released cleanly: no grace period", partition)
+            elif (
+                self._out.fencing
+                and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
+                and self._neli.end_grace(partition)
+            ):
+                # Not released (its owner crashed, or is cut off): the takeover fences it.
+                del self._probes[partition]
+                log.info("partition %d was not released: taken over by fencing", partition)
 
     def unassign(self, partition: int) -> None:
         """Flush, release, then stop consuming ``prices.raw[k]``.

@@ -189,9 +189,12 @@ class StandbyTail:
     def step(self, timeout_s: float) -> int:
         """Read one batch and apply it; returns how many records it held."""
         assert self._reader is not None, "open() first"
-        batch = self._reader.consume(1000, timeout_s)
+        # consume(n, timeout) waits for n records or the whole timeout: wait for one, then
+        # take what has already arrived, so that a marker is seen as soon as it lands.
+        batch = self._reader.consume(1, timeout_s)
         if not batch:
             return 0
+        batch += self._reader.consume(999, 0)
         with self._changed:
             for msg in batch:
                 self._apply(msg)

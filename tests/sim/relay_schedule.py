@@ -7,6 +7,7 @@ by the schedule's seed, so a replay of the same steps is the same run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Iterator
@@ -46,9 +47,11 @@ INSTRUMENTS_PER_PARTITION = 2
 _TELEMETRY = Telemetry.noop("sim")
 
 
-def sim_config() -> AppConfig:
-    """The defaults: topics prices/prices.raw, 4 partitions, T = 2 s, window 500 ms."""
-    return AppConfig()
+def sim_config(fencing: str = "transactions") -> AppConfig:
+    """The defaults (topics prices/prices.raw, 4 partitions, T = 2 s, window 500 ms), with
+    the relay's ``fencing``."""
+    cfg = AppConfig()
+    return dataclasses.replace(cfg, relay=dataclasses.replace(cfg.relay, fencing=fencing))
 
 
 def _threshold_s(relay: RelayConfig) -> float:
@@ -61,6 +64,7 @@ class Outcome:
 
     seed: int
     steps: list[Step]
+    fencing: str = "transactions"
     violations: list[str] = field(default_factory=list)
     ghost_violations: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
@@ -237,10 +241,15 @@ class Checker:
 
 
 def build(
-    seed: int, *, ghosts: bool, verbose: bool, output_gaps: bool = False
+    seed: int,
+    *,
+    ghosts: bool,
+    verbose: bool,
+    output_gaps: bool = False,
+    fencing: str = "transactions",
 ) -> tuple[World, dict[str, RelayWorker]]:
     """A world with two relay members, nothing assigned, ``prices.raw`` not yet published."""
-    cfg = sim_config()
+    cfg = sim_config(fencing)
     clock = SimTime()
     world = World(
         clock=clock,
@@ -282,8 +291,8 @@ def _clients(world: World, name: str) -> RelayClients:
     def consumer(_settings: dict[str, Any]) -> Consumer:
         return cast("Consumer", FakeConsumer(world))
 
-    def producer(_settings: dict[str, Any]) -> Producer:
-        return cast("Producer", FakeProducer(world, name))
+    def producer(settings: dict[str, Any]) -> Producer:
+        return cast("Producer", FakeProducer(world, name, settings))
 
     def reader(_settings: dict[str, Any]) -> FakeReader:
         return FakeReader(world, name)
@@ -378,11 +387,14 @@ def run(
     ghosts: bool = False,
     output_gaps: bool = False,
     verbose: bool = False,
+    fencing: str = "transactions",
 ) -> Outcome:
     """Run ``steps`` in a fresh world seeded by ``seed``, drain, and check ``prices``."""
     raw = raw_prices(seed)
-    world, workers = build(seed, ghosts=ghosts, verbose=verbose, output_gaps=output_gaps)
-    outcome = Outcome(seed, steps)
+    world, workers = build(
+        seed, ghosts=ghosts, verbose=verbose, output_gaps=output_gaps, fencing=fencing
+    )
+    outcome = Outcome(seed, steps, fencing)
     checker = Checker(world)
     with simulated_time(world.clock):
         for i, step in enumerate(steps):
@@ -427,7 +439,7 @@ def shrink(outcome: Outcome, *, ghosts: bool = False, budget: int = 300) -> Outc
         while i < len(best.steps) and tries < budget:
             candidate = best.steps[:i] + best.steps[i + chunk :]
             tries += 1
-            got = run(best.seed, candidate, ghosts=ghosts)
+            got = run(best.seed, candidate, ghosts=ghosts, fencing=outcome.fencing)
             if got.failed and _same_kind(got, outcome):
                 best = got
             else:
@@ -442,7 +454,7 @@ def _same_kind(a: Outcome, b: Outcome) -> bool:
 
 def report(outcome: Outcome) -> str:
     """A failing schedule, with how to replay it."""
-    replay = run(outcome.seed, outcome.steps, verbose=True)
+    replay = run(outcome.seed, outcome.steps, verbose=True, fencing=outcome.fencing)
     trace = replay.trace
     first = next((i for i, line in enumerate(trace) if "VIOLATION" in line), None)
     if first is not None:
@@ -453,6 +465,7 @@ def report(outcome: Outcome) -> str:
         *outcome.losses[:5],
         *([outcome.stuck] if outcome.stuck else []),
         f'replay: RELAY_SIM_SEED={outcome.seed} RELAY_SIM_STEPS="{outcome.steps!r}" '
+        f"RELAY_SIM_FENCING={outcome.fencing} "
         ".venv/bin/pytest tests/sim/test_relay_sim.py -k replay -s",
         "trace (up to the first violation):",
         *trace[-150:],

@@ -12,6 +12,12 @@ Everything here is single-threaded and driven by :mod:`tests.sim.relay_schedule`
   ``flush`` like librdkafka. A record whose latency exceeds ``message.timeout.ms`` fails with
   ``_MSG_TIMED_OUT`` and does not land, unless :attr:`World.ghosts` is set: then it lands anyway
   (in flight past the timeout, the documented remaining window) and is recorded as a ghost.
+* A producer with a ``transactional.id`` gets the transaction calls. ``init_transactions``
+  registers a new epoch for its id (:attr:`World.epochs`); the "broker" rejects, at the moment
+  it would land, every record produced under an older epoch (``PRODUCER_FENCED``), ghosts
+  included; a stale producer's ``commit_transaction`` waits out its timeout and fails, as the
+  embedded broker's does. Records land when acknowledged, committed or not (the embedded
+  broker shows aborted records to every reader).
 * :class:`FakeReader` serves ``prices`` to a standby tail, with end-of-partition events only
   once it really is at the end; it can be silent (a delayed first fetch, a stalled fetcher).
 * :class:`FakeConsumer` serves ``prices.raw`` from the relay group's committed offsets.
@@ -98,6 +104,7 @@ class _Pending:
     due: float
     outcome: str  # "ok" | "timeout" | "fail"
     purged: bool = False
+    fence: tuple[str, int] | None = None  # (transactional.id, epoch) of its producer
 
 
 @dataclass
@@ -112,12 +119,47 @@ class Faults:
 class FakeProducer:
     """librdkafka's producer surface as the relay uses it (see the module docstring)."""
 
-    def __init__(self, world: World, owner: str) -> None:
-        """A producer of member ``owner``."""
+    def __init__(self, world: World, owner: str, settings: dict[str, Any] | None = None) -> None:
+        """A producer of member ``owner`` (transactional if ``settings`` give an id)."""
         self._world = world
         self._owner = owner
         self._pending: list[_Pending] = []
         self._last_due = 0.0
+        self._txid: str | None = (settings or {}).get("transactional.id")
+        self._epoch: int | None = None
+        self._failed_in_txn = False
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def _stale(self) -> bool:
+        assert self._txid is not None
+        return self._epoch != self._world.epochs.get(self._txid)
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        """A new epoch for the id: the previous holder's records are rejected from now on."""
+        assert self._txid is not None, "not a transactional producer"
+        world = self._world
+        if world.clock.now < world.faults[self._owner].slow_until:
+            world.clock.advance(min(timeout, 1.0))
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        world.epochs[self._txid] = world.epochs.get(self._txid, 0) + 1
+        self._epoch = world.epochs[self._txid]
+        world.note(f"  {self._owner} init_transactions {self._txid} epoch {self._epoch}")
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (fails at once once fenced)."""
+        if self._epoch is None or self._stale():
+            raise KafkaException(KafkaError(KafkaError._FENCED))
+        self._failed_in_txn = False
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        """Flush, then commit; a fenced producer waits out ``timeout`` and fails."""
+        left = self.flush(timeout)
+        if self._stale():
+            self._world.clock.advance(timeout)
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        if left or self._failed_in_txn:
+            raise KafkaException(KafkaError(KafkaError._STATE))
 
     def produce(  # noqa: PLR0917 - confluent-kafka's signature
         self,
@@ -149,9 +191,32 @@ class FakeProducer:
                 outcome = earlier[-1].outcome
         due = max(self._last_due, now + min(latency, MESSAGE_TIMEOUT_S))
         self._last_due = due
+        fence = None if self._txid is None or self._epoch is None else (self._txid, self._epoch)
         self._pending.append(
-            _Pending(topic, partition, key, value, list(headers or []), on_delivery, due, outcome)
+            _Pending(
+                topic,
+                partition,
+                key,
+                value,
+                list(headers or []),
+                self._delivered(on_delivery),
+                due,
+                outcome,
+                fence=fence,
+            )
         )
+
+    def _delivered(self, on_delivery: Any) -> Any:
+        if self._txid is None:
+            return on_delivery
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self._failed_in_txn = True
+            if on_delivery is not None:
+                on_delivery(err, msg)
+
+        return delivered
 
     def _settle(self) -> None:
         now = self._world.clock.now
@@ -335,6 +400,8 @@ class World:
     zombies: dict[tuple[str, int], float] = field(default_factory=dict)
     faults: dict[str, Faults] = field(default_factory=dict)
     ghost_records: set[tuple[int, int]] = field(default_factory=set)
+    epochs: dict[str, int] = field(default_factory=dict)  # transactional.id -> current epoch
+    ghost_due: dict[tuple[str, int], float] = field(default_factory=dict)  # last ghost's landing
     in_flight: list[tuple[float, Any]] = field(default_factory=list)
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
@@ -360,20 +427,31 @@ class World:
         records.append(_msg(topic, partition, offset, **fields))
         return offset
 
+    def fenced_out(self, rec: _Pending) -> bool:
+        """Whether the broker rejects ``rec`` now: its producer's epoch is no longer current."""
+        return rec.fence is not None and self.epochs.get(rec.fence[0]) != rec.fence[1]
+
     def deliver(self, owner: str, rec: _Pending) -> None:
         """Settle one produced record: land it (or not) and call its callback."""
         err: KafkaError | None = None
         lands = rec.outcome == "ok" and not rec.purged
         if rec.purged:
             err = KafkaError(KafkaError._PURGE_QUEUE)
+        elif self.fenced_out(rec):
+            err = KafkaError(KafkaError.PRODUCER_FENCED)
+            lands = False
         elif rec.outcome != "ok":
             err = KafkaError(KafkaError._MSG_TIMED_OUT)
             if self.ghosts and rec.outcome == "timeout":
                 lands = True  # in flight past the timeout, landed anyway
         offset = -1
         if lands and err is not None:
-            # Reported timed out, still in flight: it lands a little later.
-            self.in_flight.append((self.clock.now + self.rng.uniform(0.01, 1.0), rec))
+            # Reported timed out, still in flight: it lands a little later, in the order it
+            # was produced (one producer's requests to a partition stay in order).
+            lane = (owner, rec.partition)
+            due = max(self.clock.now + self.rng.uniform(0.01, 1.0), self.ghost_due.get(lane, 0))
+            self.ghost_due[lane] = due
+            self.in_flight.append((due, rec))
             self.note(
                 f"  {owner} ghost in flight {rec.partition} {_describe(rec.headers, rec.key)}"
             )
@@ -426,9 +504,13 @@ class World:
     def tick(self) -> None:
         """Time-driven events: ghosts landing, grace periods ending, zombies fencing."""
         now = self.clock.now
-        for item in sorted((i for i in self.in_flight if i[0] <= now), key=lambda i: i[0]):
+        due = [i for i in self.in_flight if i[0] <= now]
+        for item in sorted(due, key=lambda i: i[0]):
             self.in_flight.remove(item)
             rec = item[1]
+            if self.fenced_out(rec):
+                self.note(f"  ghost of {rec.partition} rejected: its producer was fenced")
+                continue
             offset = self.append(
                 rec.topic, rec.partition, key=rec.key, value=rec.value, headers=rec.headers
             )

@@ -59,8 +59,11 @@ class Log:
         """Everything not served yet, then an end-of-partition event per partition."""
         out: list[Message] = []
         for p, records in enumerate(self.records):
-            out.extend(records[self.served[p] :])
-            self.served[p] = len(records)
+            take = records[self.served[p] : self.served[p] + num_messages - len(out)]
+            out.extend(take)
+            self.served[p] += len(take)
+            if len(out) >= num_messages:
+                break
             if not self.eof_sent[p]:
                 self.eof_sent[p] = True
                 err = KafkaError(KafkaError._PARTITION_EOF)
