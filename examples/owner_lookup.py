@@ -1,20 +1,10 @@
 """Which member of group G owns key K now, and since when: answered from NELI heartbeats.
 
-Every NELI heartbeat names the partitions its sender leads at the moment it is sent
-(``Heartbeat.led``), its group and member, and the sender's wall clock. A reader of the NELI
-topic that is not a member of any group (manual assignment of every partition, from the end)
-can therefore say, per group and partition, which members claimed leadership in their latest
-heartbeats, and since when without a break. No extra topic and no extra traffic: the members
-already publish these heartbeats.
-
-Staleness bound. A claim is the sender's statement *at send time*. Leadership can end right
-after a heartbeat (a crash, a pause, a revocation), so an answer can name a member that
-stopped leading up to ``max_age_s`` + e ago (e: wall-clock skew between the sender and this
-reader), after which the claim is dropped; ``max_age_s`` defaults to three pulse intervals so
-that one or two lost heartbeats do not hide an owner. A new owner shows up one pulse plus the
-delivery delay after it starts leading. In non-exclusive mode two members may legitimately be
-named for a while (the overlap NELI allows). Act on the answer only as a routing hint: the
-member itself checks :meth:`neli.Neli.leads` before acting.
+The lookup itself is :class:`neli.OwnerLookup` (and its pure part, :class:`neli.OwnerDirectory`):
+every NELI heartbeat names the partitions its sender leads, so a process that is not a member
+of any group can read the NELI topic and say who leads what, with no extra topic and no extra
+traffic. Its staleness bound and what "since" means are in :mod:`neli._owners`; pricing-ha's
+own use is ``pricing-ha status --instrument SYM``.
 
 Run ``python -m examples.owner_lookup BOOTSTRAP TOPIC GROUP KEY`` to print the owners once.
 """
@@ -22,147 +12,10 @@ Run ``python -m examples.owner_lookup BOOTSTRAP TOPIC GROUP KEY`` to print the o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
-import threading
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
-
-from neli import Heartbeat, HeartbeatDecodeError, role_partition
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """A member that claims to lead a partition.
-
-    Attributes:
-        member_id: the member's unique id.
-        member_name: its human-readable name.
-        since_wall: send time of the first heartbeat of its current unbroken run of claims.
-        last_seen_wall: send time of its latest heartbeat claiming the partition.
-    """
-
-    member_id: str
-    member_name: str
-    since_wall: float
-    last_seen_wall: float
-
-
-class OwnerDirectory:
-    """The claims of every group's members, fed with heartbeats (pure; no I/O).
-
-    Args:
-        partitions: M, the NELI topic's partition count (keys map to ``murmur2(key) mod M``).
-        max_age_s: a claim not renewed for this long is dropped (see the module docstring).
-    """
-
-    def __init__(self, partitions: int, max_age_s: float) -> None:
-        """Start with no claims."""
-        self.partitions = partitions
-        self.max_age_s = max_age_s
-        # (group, partition) -> member id -> (owner, counter of the latest heartbeat)
-        self._claims: dict[tuple[str, int], dict[str, Owner]] = {}
-        self._lock = threading.Lock()
-
-    def observe(self, hb: Heartbeat) -> None:
-        """Record one heartbeat (any partition it was read from; duplicates are harmless)."""
-        with self._lock:
-            for p in hb.led:
-                claims = self._claims.setdefault((hb.group, p), {})
-                old = claims.get(hb.member_id)
-                if old is not None and hb.sent_wall <= old.last_seen_wall:
-                    continue  # a copy of a heartbeat already seen (full NELI sends M copies)
-                fresh = old is None or hb.sent_wall - old.last_seen_wall > self.max_age_s
-                since = hb.sent_wall if fresh or old is None else old.since_wall
-                claims[hb.member_id] = Owner(hb.member_id, hb.member_name, since, hb.sent_wall)
-            # A heartbeat that no longer lists a partition ends the sender's claim on it.
-            for (group, p), claims in self._claims.items():
-                if group == hb.group and p not in hb.led:
-                    old = claims.get(hb.member_id)
-                    if old is not None and old.last_seen_wall < hb.sent_wall:
-                        del claims[hb.member_id]
-
-    def partition_owners(self, group: str, partition: int, now_wall: float) -> list[Owner]:
-        """The members of ``group`` claiming ``partition`` now, longest-standing first."""
-        with self._lock:
-            claims = self._claims.get((group, partition), {})
-            live = [o for o in claims.values() if now_wall - o.last_seen_wall <= self.max_age_s]
-        return sorted(live, key=lambda o: (o.since_wall, o.member_id))
-
-    def owners(self, group: str, key: str | bytes, now_wall: float) -> list[Owner]:
-        """The members of ``group`` that own ``key`` now (the leaders of its partition)."""
-        return self.partition_owners(group, role_partition(key, self.partitions), now_wall)
-
-
-class OwnerLookup:
-    """An :class:`OwnerDirectory` kept current by a background reader of the NELI topic.
-
-    Args:
-        bootstrap_servers: Kafka bootstrap servers.
-        topic: the NELI topic.
-        pulse_interval_ms: the members' pulse; ``max_age_s`` is three pulses.
-        wall: the reader's wall clock (injectable for tests).
-    """
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        topic: str,
-        *,
-        pulse_interval_ms: int = 300,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        """Create the reader; nothing connects until :meth:`start`."""
-        self._settings = {
-            "bootstrap.servers": bootstrap_servers,
-            # Never joins: manual assignment. The id only names the client in broker logs.
-            "group.id": f"owner-lookup-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-        }
-        self._topic = topic
-        self._max_age_s = 3 * pulse_interval_ms / 1000
-        self._wall = wall
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.directory: OwnerDirectory | None = None
-
-    async def start(self) -> None:
-        """Read the topic's partition count and start following it from the end."""
-        consumer = Consumer(self._settings)
-        meta = await asyncio.to_thread(consumer.list_topics, self._topic, 10)
-        partitions = len(meta.topics[self._topic].partitions)
-        self.directory = OwnerDirectory(partitions, self._max_age_s)
-        consumer.assign([TopicPartition(self._topic, p, OFFSET_END) for p in range(partitions)])
-        self._thread = threading.Thread(target=self._run, args=(consumer,), daemon=True)
-        self._thread.start()
-
-    def _run(self, consumer: Consumer) -> None:
-        assert self.directory is not None
-        try:
-            while not self._stop.is_set():
-                msg = consumer.poll(0.1)
-                if msg is None or msg.error() is not None:
-                    continue
-                with contextlib.suppress(HeartbeatDecodeError):
-                    self.directory.observe(Heartbeat.decode(msg.value()))
-        finally:
-            consumer.close()
-
-    def owners(self, group: str, key: str | bytes) -> list[Owner]:
-        """Who in ``group`` owns ``key`` now (see the staleness bound in the module docstring)."""
-        assert self.directory is not None, "start() first"
-        return self.directory.owners(group, key, self._wall())
-
-    async def close(self) -> None:
-        """Stop reading."""
-        self._stop.set()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5)
+from neli import OwnerLookup
 
 
 async def _main(bootstrap: str, topic: str, group: str, key: str) -> None:

@@ -4,8 +4,9 @@ Leadership is *induced* from a Kafka consumer group's partition assignment: ever
 group subscribes to one topic of M partitions, and a member leads partition ``i`` while its
 observations of ``i`` are fresher than a threshold T. A role (any key) is led by the leader of
 partition ``murmur2(role) mod M``. See :class:`Neli`, :class:`NeliConfig` and
-:mod:`neli._tracker` for the rules, and :func:`trace_leadership` for OpenTelemetry traces of
-every transition (``opentelemetry-api``, optional).
+:mod:`neli._tracker` for the rules, :func:`trace_leadership` for OpenTelemetry traces of
+every transition (``opentelemetry-api``, optional), and :class:`OwnerLookup` for who owns a key
+now, read from the members' heartbeats by any process (not a member).
 
 When leadership ends
 --------------------
@@ -47,6 +48,7 @@ from neli._errors import (
 )
 from neli._events import BarrierHandler, EventKind, LeadershipEvent
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
+from neli._owners import Owner, OwnerDirectory, OwnerLookup
 from neli._roles import KAFKA_PARTITIONER, murmur2, role_index, role_partition
 from neli._runtime import Neli
 from neli._status import NeliStatus
@@ -72,6 +74,9 @@ __all__ = [
     "NeliConfigError",
     "NeliError",
     "NeliStatus",
+    "Owner",
+    "OwnerDirectory",
+    "OwnerLookup",
     "SystemClock",
     "TaskFactory",
     "TopicError",

@@ -3,18 +3,32 @@
 Every NELI member names the partitions it leads in each heartbeat, so reading the NELI topic
 for a couple of pulses shows every live member of every group (publishers p1, p2 and the relay)
 as it reports itself. No broker-side group description is needed (the embedded broker lacks it).
+
+``pricing-ha status --instrument SYM`` answers for one instrument: which member of each group
+owns its partition now, since when, and how stale that answer can be, with
+:class:`neli.OwnerDirectory` fed by the same read. The staleness bound: an owner is named from
+its latest heartbeat, so it may have stopped leading up to that heartbeat's age plus the clock
+skew e between its host and this one; claims older than three pulses are dropped; a new owner
+shows up one pulse plus the delivery delay after it starts leading. The answer is a routing
+hint: every member checks its own ``leads()`` at the moment it acts.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-from neli import Heartbeat, HeartbeatDecodeError
+from neli import Heartbeat, HeartbeatDecodeError, OwnerDirectory
 from pricing_ha.config import AppConfig
+from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.kafka.topics import fetch_metadata
+
+#: Claims not renewed for this many pulses are dropped (one or two lost heartbeats are fine).
+_PULSES_OF_AGE = 3
 
 
 @dataclass(frozen=True)
@@ -27,8 +41,77 @@ class MemberStatus:
     age_s: float
 
 
-def read_status(cfg: AppConfig, window_s: float = 2.0) -> list[MemberStatus]:
-    """Read the NELI topic for ``window_s`` and return the latest state of each member seen."""
+@dataclass(frozen=True)
+class InstrumentOwner:
+    """A member that owns the instrument's partition, by its own heartbeats.
+
+    Attributes:
+        member: the member's name; ``member_id`` its unique id (name plus start).
+        since_wall: send time of the first heartbeat of its current unbroken run of claims.
+        since_exact: False when that run began before this read did, so ``since_wall`` is only
+            the earliest instant this read can vouch for (the member led at least that long).
+        age_s: age of its latest heartbeat claiming the partition.
+    """
+
+    member: str
+    member_id: str
+    since_wall: float
+    since_exact: bool
+    age_s: float
+
+
+@dataclass(frozen=True)
+class GroupOwners:
+    """The owners of one partition in one group; ``stale_by_s`` is the answer's bound.
+
+    ``stale_by_s``: an owner named may have stopped leading up to this long ago (its latest
+    heartbeat's age plus the clock skew e); None when no owner is named.
+    """
+
+    group: str
+    owners: tuple[InstrumentOwner, ...]
+    stale_by_s: float | None
+
+
+@dataclass(frozen=True)
+class InstrumentStatus:
+    """Who owns one instrument now, in every group.
+
+    Attributes:
+        instrument: the symbol.
+        partition: its partition (``murmur2(symbol) mod M``), the same on every keyed topic.
+        partitions: M, the NELI topic's partition count.
+        at_wall: when the answer was made (this host's wall clock).
+        window_s: how long heartbeats were read before answering.
+        max_age_s: claims not renewed for this long were dropped.
+        clock_skew_s: e, the bound on wall-clock skew between hosts (``relay.clock_skew_ms``).
+        new_owner_delay_s: a new owner may be missing for up to about this long (one pulse).
+        groups: one entry per group, the expected groups first.
+    """
+
+    instrument: str
+    partition: int
+    partitions: int
+    at_wall: float
+    window_s: float
+    max_age_s: float
+    clock_skew_s: float
+    new_owner_delay_s: float
+    groups: tuple[GroupOwners, ...]
+
+
+def _read_heartbeats(
+    cfg: AppConfig, window_s: float, on_heartbeat: Callable[[Heartbeat], None]
+) -> tuple[int, float]:
+    """Read the NELI topic from its end for ``window_s``, handing each heartbeat over.
+
+    Returns:
+        The NELI topic's partition count (0 when it does not exist) and the wall time at which
+        reading began.
+
+    Raises:
+        BrokerUnavailableError: the broker did not answer within ``broker.connect_timeout_ms``.
+    """
     topic = cfg.topics.neli
     consumer = Consumer(
         cfg.broker.client_config(
@@ -43,7 +126,7 @@ def read_status(cfg: AppConfig, window_s: float = 2.0) -> list[MemberStatus]:
         meta = md.topics.get(topic)
         count = len(meta.partitions) if meta is not None and meta.partitions else 0
         consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(count)])
-        latest: dict[str, Heartbeat] = {}
+        started = time.time()
         deadline = time.monotonic() + window_s
         while time.monotonic() < deadline:
             msg = consumer.poll(0.1)
@@ -53,11 +136,22 @@ def read_status(cfg: AppConfig, window_s: float = 2.0) -> list[MemberStatus]:
                 hb = Heartbeat.decode(msg.value())
             except HeartbeatDecodeError:
                 continue
-            seen = latest.get(hb.member_id)
-            if seen is None or hb.sent_wall >= seen.sent_wall:
-                latest[hb.member_id] = hb
+            on_heartbeat(hb)
     finally:
         consumer.close()
+    return count, started
+
+
+def read_status(cfg: AppConfig, window_s: float = 2.0) -> list[MemberStatus]:
+    """Read the NELI topic for ``window_s`` and return the latest state of each member seen."""
+    latest: dict[str, Heartbeat] = {}
+
+    def keep(hb: Heartbeat) -> None:
+        seen = latest.get(hb.member_id)
+        if seen is None or hb.sent_wall >= seen.sent_wall:
+            latest[hb.member_id] = hb
+
+    _read_heartbeats(cfg, window_s, keep)
     now = time.time()
     return sorted(
         (
@@ -65,6 +159,91 @@ def read_status(cfg: AppConfig, window_s: float = 2.0) -> list[MemberStatus]:
             for hb in latest.values()
         ),
         key=lambda m: (m.group, m.member),
+    )
+
+
+def max_claim_age_s(cfg: AppConfig) -> float:
+    """How long a claim lasts without a heartbeat: three of the slower pulse (publishers, relay)."""
+    pulse_ms = max(cfg.neli.pulse_interval_ms, cfg.relay.pulse_interval_ms)
+    return _PULSES_OF_AGE * pulse_ms / 1000
+
+
+def instrument_owners(
+    directory: OwnerDirectory,
+    instrument: str,
+    groups: Sequence[str],
+    *,
+    now_wall: float,
+    window_s: float,
+    clock_skew_s: float,
+    new_owner_delay_s: float,
+) -> InstrumentStatus:
+    """The owners of ``instrument`` in ``groups`` (and in any other group seen), from claims."""
+    partition = instrument_partition(instrument, directory.partitions)
+    answers = []
+    for group in [*groups, *sorted(directory.groups() - set(groups))]:
+        owners = tuple(
+            InstrumentOwner(
+                member=o.member_name,
+                member_id=o.member_id,
+                since_wall=o.since_wall,
+                since_exact=directory.since_is_exact(o),
+                age_s=max(0.0, now_wall - o.last_seen_wall),
+            )
+            for o in directory.partition_owners(group, partition, now_wall)
+        )
+        stale = max((o.age_s for o in owners), default=None)
+        answers.append(
+            GroupOwners(group, owners, None if stale is None else round(stale + clock_skew_s, 3))
+        )
+    return InstrumentStatus(
+        instrument=instrument,
+        partition=partition,
+        partitions=directory.partitions,
+        at_wall=now_wall,
+        window_s=window_s,
+        max_age_s=directory.max_age_s,
+        clock_skew_s=clock_skew_s,
+        new_owner_delay_s=new_owner_delay_s,
+        groups=tuple(answers),
+    )
+
+
+def read_instrument_owners(
+    cfg: AppConfig, instrument: str, groups: Sequence[str], window_s: float = 2.0
+) -> InstrumentStatus:
+    """Read the NELI topic for ``window_s``, then say who owns ``instrument`` in each group.
+
+    Args:
+        cfg: the configuration (broker, NELI topic, pulses, clock skew).
+        instrument: the symbol (the caller checks that it is a known one).
+        groups: the NELI groups to answer for even if none of their members heartbeats
+            (``pricing.p1``, ``pricing.p2``, ``pricing.relay``); other groups seen are added.
+        window_s: how long to read; at least a few pulses.
+
+    Raises:
+        BrokerUnavailableError: the broker did not answer within ``broker.connect_timeout_ms``.
+        TopicLayoutError: the NELI topic does not exist.
+    """
+    heartbeats: list[Heartbeat] = []
+    partitions, started = _read_heartbeats(cfg, window_s, heartbeats.append)
+    if partitions == 0:
+        raise TopicLayoutError(
+            f"the NELI topic {cfg.topics.neli!r} does not exist on "
+            f"{cfg.broker.bootstrap_servers} (create the topics with `pricing-ha topics create`)"
+        )
+    directory = OwnerDirectory(partitions, max_claim_age_s(cfg), observed_from_wall=started)
+    for hb in heartbeats:
+        directory.observe(hb)
+    pulse_s = max(cfg.neli.pulse_interval_ms, cfg.relay.pulse_interval_ms) / 1000
+    return instrument_owners(
+        directory,
+        instrument,
+        groups,
+        now_wall=time.time(),
+        window_s=window_s,
+        clock_skew_s=cfg.relay.clock_skew_ms / 1000,
+        new_owner_delay_s=pulse_s,
     )
 
 
@@ -82,4 +261,44 @@ def render(members: list[MemberStatus], partitions: int) -> str:
             lines.append(f"  {m.member:<28} leads {led:<20} last heartbeat {m.age_s:5.2f} s ago")
         missing = sorted(set(range(partitions)) - covered)
         lines.append(f"  unled partitions: {missing or 'none'}")
+    return "\n".join(lines)
+
+
+def _clock(wall: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall)) + f".{int(wall % 1 * 1000):03d}"
+
+
+def render_owners(status: InstrumentStatus) -> str:
+    """The owners of one instrument in every group, with since when and the staleness bound."""
+    s = status
+    lines = [f"instrument {s.instrument}: partition {s.partition} of {s.partitions}"]
+    for g in s.groups:
+        if not g.owners:
+            lines.append(
+                f"  {g.group:<16} no owner (no member claimed partition {s.partition} "
+                f"in the last {s.max_age_s:.1f} s)"
+            )
+            continue
+        for i, o in enumerate(g.owners):
+            held = s.at_wall - o.since_wall
+            since = (
+                f"since {_clock(o.since_wall)} ({held:.1f} s)"
+                if o.since_exact
+                else f"since before {_clock(o.since_wall)} (>= {held:.1f} s)"
+            )
+            label = g.group if i == 0 else ""
+            lines.append(
+                f"  {label:<16} {o.member:<24} {since:<40} last heartbeat {o.age_s:.2f} s ago"
+            )
+        lines.append(f"  {'':<16} stale by at most {g.stale_by_s:.2f} s")
+        if len(g.owners) > 1:
+            lines.append(f"  {'':<16} (several owners: the overlap non-exclusive NELI allows)")
+    lines += [
+        f"staleness: an owner named may have stopped leading up to its last heartbeat's age + "
+        f"e ({s.clock_skew_s:.1f} s) ago,",
+        f"  never more than {s.max_age_s + s.clock_skew_s:.1f} s; a new owner takes about one "
+        f"pulse ({s.new_owner_delay_s:.1f} s) plus delivery to show.",
+        f"'since before': it already led when this {s.window_s:.1f} s read began "
+        "(a longer --window sees further back).",
+    ]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ import typer
 
 from pricing_ha.cli._app import app
 from pricing_ha.cli._support import BootstrapOption, ConfigOption, guarded, load_cli_config
+from pricing_ha.config import AppConfig
 
 __all__ = ["status_command", "traces_command"]
 
@@ -17,22 +18,73 @@ __all__ = ["status_command", "traces_command"]
 def status_command(
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
-    window: Annotated[float, typer.Option(min=0.2, help="Seconds of heartbeats to read.")] = 2.0,
+    window: Annotated[
+        float,
+        typer.Option(
+            min=0.2,
+            help="Seconds of heartbeats to read (with --instrument, an owner that led before "
+            "the read began shows as 'since before').",
+        ),
+    ] = 2.0,
+    instrument: Annotated[
+        str | None,
+        typer.Option(
+            "--instrument",
+            metavar="SYM",
+            help="Only this instrument: who owns it now in each group, since when, how stale.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show which member of each group leads which partitions, and how fresh that is."""
     import dataclasses
     import json
 
-    from pricing_ha.status import read_status, render
+    from pricing_ha.status import read_instrument_owners, read_status, render, render_owners
 
     with guarded():
         cfg = load_cli_config(config, bootstrap)
+        if instrument is not None:
+            _check_instrument(cfg, instrument)
+            owners = read_instrument_owners(cfg, instrument, _groups(), window)
+            typer.echo(
+                json.dumps(dataclasses.asdict(owners), indent=2)
+                if as_json
+                else render_owners(owners)
+            )
+            return
         members = read_status(cfg, window)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(m) for m in members], indent=2))
     else:
         typer.echo(render(members, cfg.topics.partitions))
+
+
+def _groups() -> list[str]:
+    """The NELI groups of a deployment: both publishing groups and the (default) relay group."""
+    from pricing_ha.dedupe.relay import relay_group_id
+    from pricing_ha.publishing.publisher import neli_group_id
+
+    return [neli_group_id("p1"), neli_group_id("p2"), relay_group_id("relay")]
+
+
+def _check_instrument(cfg: AppConfig, symbol: str) -> None:
+    """Exit 2 unless ``symbol`` is a configured instrument (the feed's or a pricing override)."""
+    from pricing_ha.feed.sources import feed_symbols
+
+    fed = feed_symbols(cfg.feed)
+    known = [*fed, *(s for s in cfg.pricing.instruments if s not in fed)]
+    if symbol in known:
+        return
+    close = [k for k in known if k.casefold() == symbol.casefold()]
+    hint = f"; did you mean {close[0]}?" if close else ""
+    shown = ", ".join(known[:8]) + (f", ... ({len(known)} in all)" if len(known) > 8 else "")
+    typer.echo(
+        f"error: unknown instrument {symbol!r}: not one of the configured instruments "
+        f"([feed] symbols or instruments, [pricing.instruments]): {shown}{hint}",
+        err=True,
+    )
+    raise typer.Exit(2)
 
 
 @app.command("traces")

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from examples.owner_lookup import OwnerDirectory, OwnerLookup
-from neli import Heartbeat, Mode, Neli, NeliConfig, Variant
+from neli import Heartbeat, Mode, Neli, NeliConfig, OwnerDirectory, OwnerLookup, Variant
 from pricing_ha.local.procs import ProcessGroup
 from tests.integration.neli_harness import SESSION_MS
 from tests.waiting import wait_for, wait_for_async
