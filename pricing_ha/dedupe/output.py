@@ -249,17 +249,29 @@ class RelayOutput:
         (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
         """
         done: set[int] = set()
+        made: dict[int, Producer] = {}
         for partition in partitions:
             self._discard_fence(partition)
-            producer = self._make(
+            made[partition] = self._make(
                 {
                     **self._fence_config,
                     "transactional.id": self.transactional_id(partition),
                     "client.id": f"relay-{self._member}-prices-{partition}",
                 }
             )
+        # Each initialisation is a round trip to the transaction coordinator: side by side.
+        pool = self._pool if len(made) > 1 else None
+        waits = {
+            p: pool.submit(producer.init_transactions, timeout_s)
+            for p, producer in made.items()
+            if pool is not None
+        }
+        for partition, producer in made.items():
             try:
-                producer.init_transactions(timeout_s)
+                if partition in waits:
+                    waits[partition].result()
+                else:
+                    producer.init_transactions(timeout_s)
             except KafkaException as exc:
                 self._fence_problem = f"partition {partition}: init_transactions failed: {exc}"
                 log.warning("%s", self._fence_problem)
@@ -427,10 +439,10 @@ class RelayOutput:
         if not fenced:
             self.producer.flush(timeout_s)
             return offsets
-        for partition in partitions:
-            if not self._commit(partition, timeout_s):
-                offsets.pop(partition, None)
-            if kind == RELEASE:
+        for partition in self._commit_open():  # every open transaction, side by side
+            offsets.pop(partition, None)
+        if kind == RELEASE:
+            for partition in partitions:
                 self._discard_fence(partition)  # this member's term there is over
         return offsets
 
