@@ -13,7 +13,7 @@ publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
 * counts prices relayed, latencies (end-to-end from the source time, and the hop from the
   publisher) and staleness per batch, and the arbiters' duplicates and gaps.
 
-**Fencing** (``[relay] fencing = "transactions"``, the default): each partition this relay owns
+**Fencing** (``[relay] fencing = "transactions"``; for Apache Kafka): each partition this relay owns
 is written by a transactional producer of its own, whose ``transactional.id`` is derived from
 the relay group and the partition (:meth:`RelayOutput.fence`). A takeover calls
 ``init_transactions`` first, which makes the broker reject every later write of the previous
