@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from neli import Heartbeat, Mode, Neli, NeliConfig, OwnerDirectory, OwnerLookup, Variant
 from pricing_ha.local.procs import ProcessGroup
 from tests.integration.neli_harness import SESSION_MS
@@ -108,6 +110,7 @@ def _runs(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # about 80 s: in ./scripts/slow-tests, to keep CI within its budget
 def test_global_timer_runs_each_period_once_through_kill_and_pause(
     procs: ProcessGroup, bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path
 ) -> None:
