@@ -13,18 +13,12 @@ publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
 * counts prices relayed, latencies (end-to-end from the source time, and the hop from the
   publisher) and staleness per batch, and the arbiters' duplicates and gaps.
 
-**Fencing** (``[relay] fencing = "transactions"``; for Apache Kafka): each partition this relay owns
-is written by a transactional producer of its own, whose ``transactional.id`` is derived from
-the relay group and the partition (:meth:`RelayOutput.fence`). A takeover calls
-``init_transactions`` first, which makes the broker reject every later write of the previous
-owner's producer for that partition (and abort its open transaction); only then does it write
-its takeover marker. Prices are emitted inside transactions, committed at the end of each batch
-and when idle (:meth:`RelayOutput.flush`, :meth:`RelayOutput.poll`); a commit that fails or
-times out ends that partition's producer, and the partition is started over under a new one.
-Probes and the dead-letter topic go through the relay's one idempotent producer. What the
-brokers make of it (docs/architecture.md §7): Apache Kafka rejects the fenced producer and hides
-its aborted records from ``read_committed`` readers; the embedded broker rejects its writes too,
-but shows aborted records to every reader and does not answer a fenced commit (it times out).
+**Fencing** (``[relay] fencing = "transactions"``; for Apache Kafka): each owned partition is
+written by a transactional producer of its own (:class:`~pricing_ha.dedupe.fences.Fences`); a
+takeover marker is written only after ``init_transactions`` fenced the previous owner, prices
+are emitted inside transactions committed at the end of each batch and when idle, and a
+partition whose transaction fails is started over. Probes and the dead-letter topic go
+through the relay's one idempotent producer.
 
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
@@ -45,7 +39,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -55,6 +48,7 @@ from opentelemetry.trace import Span
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
@@ -74,7 +68,6 @@ __all__ = ["RelayOutput", "RelayStats"]
 log = logging.getLogger("pricing_ha.relay")
 
 _PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers again
-_COMMIT_TIMEOUT_S = 2.0  # a commit (the embedded broker never answers a fenced one: it times out)
 _APPENDED_KEPT = 256  # acknowledged records remembered per partition, for read_as_of
 _APPENDED_EVERY_S = 0.01  # at most one per this interval
 
@@ -138,34 +131,28 @@ class RelayOutput:
         self._markers = 0
         #: Whether each owned partition is written by a transactional producer of its own.
         self.fencing = cfg.relay.fencing == "transactions"
-        self._make: Callable[[dict[str, ConfigValue]], Producer] = producer_factory or (
-            lambda config: Producer(config, logger=log)
-        )
-        self._fences: dict[int, Producer] = {}  # owned partition -> its transactional producer
-        self._open: set[int] = set()  # partitions with a transaction begun and not committed
-        self._fence_problem: str | None = None
-        # Commits of several partitions run side by side (see _commit_open); the simulation,
-        # whose producers share one simulated clock, commits one after another.
-        self._pool: ThreadPoolExecutor | None = (
-            ThreadPoolExecutor(cfg.topics.partitions, thread_name_prefix=f"relay-{member}-commit")
-            if self.fencing and parallel_commits
-            else None
-        )
         message_timeout_ms = max(500, cfg.relay.session_timeout_ms)
-        self._fence_config: dict[str, ConfigValue] = cfg.broker.client_config(
-            defaults={
-                "linger.ms": 1,
-                "log.connection.close": False,
-                "enable.sparse.connections": False,
-                # A crashed owner's open transaction holds read_committed readers back until
-                # the next owner's init_transactions aborts it, or until this timeout.
-                "transaction.timeout.ms": max(10_000, message_timeout_ms),
-            },
-            required={
-                "acks": "all",
-                "enable.idempotence": True,
-                "message.timeout.ms": message_timeout_ms,
-            },
+        self.fences = Fences(
+            cfg.broker.client_config(
+                defaults={
+                    "linger.ms": 1,
+                    "log.connection.close": False,
+                    "enable.sparse.connections": False,
+                    # A crashed owner's open transaction holds read_committed readers back
+                    # until the next owner's init_transactions aborts it, or this timeout.
+                    "transaction.timeout.ms": max(10_000, message_timeout_ms),
+                },
+                required={
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "message.timeout.ms": message_timeout_ms,
+                },
+            ),
+            id_prefix=f"{raw_group}.{cfg.topics.prices}",
+            client_prefix=f"relay-{member}-prices",
+            make=producer_factory or (lambda config: Producer(config, logger=log)),
+            on_lost=self._failed.add,
+            workers=cfg.topics.partitions if self.fencing and parallel_commits else 0,
         )
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
@@ -232,129 +219,7 @@ class RelayOutput:
     @property
     def problem(self) -> str | None:
         """Why output cannot be delivered now (the producer's problem), or ``None``."""
-        return self.producer.problem or self._fence_problem
-
-    # -- fencing ------------------------------------------------------------------------------
-
-    def transactional_id(self, partition: int) -> str:
-        """The ``transactional.id`` of whoever owns ``prices[partition]`` in this relay group."""
-        return f"{self._raw_group}.{self._cfg.topics.prices}.{partition}"
-
-    def fence(self, partitions: list[int], timeout_s: float) -> set[int]:
-        """Give each partition a new transactional producer; return those it was given to.
-
-        ``init_transactions`` registers a new epoch for the partition's ``transactional.id``:
-        from then on the broker rejects the previous owner's producer (whichever member it
-        is), and its open transaction is aborted. A partition whose initialisation failed
-        (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
-        """
-        done: set[int] = set()
-        made: dict[int, Producer] = {}
-        for partition in partitions:
-            self._discard_fence(partition)
-            made[partition] = self._make(
-                {
-                    **self._fence_config,
-                    "transactional.id": self.transactional_id(partition),
-                    "client.id": f"relay-{self._member}-prices-{partition}",
-                }
-            )
-        # Each initialisation is a round trip to the transaction coordinator: side by side.
-        pool = self._pool if len(made) > 1 else None
-        waits = {
-            p: pool.submit(producer.init_transactions, timeout_s)
-            for p, producer in made.items()
-            if pool is not None
-        }
-        for partition, producer in made.items():
-            try:
-                if partition in waits:
-                    waits[partition].result()
-                else:
-                    producer.init_transactions(timeout_s)
-            except KafkaException as exc:
-                self._fence_problem = f"partition {partition}: init_transactions failed: {exc}"
-                log.warning("%s", self._fence_problem)
-                _abandon(producer)
-                continue
-            self._fences[partition] = producer
-            done.add(partition)
-        if done:
-            self._fence_problem = None
-        return done
-
-    def _discard_fence(self, partition: int) -> None:
-        self._open.discard(partition)
-        producer = self._fences.pop(partition, None)
-        if producer is not None:
-            _abandon(producer)
-
-    def _begin(self, partition: int) -> Producer | None:
-        """The partition's transactional producer, in a transaction (None: it has none)."""
-        producer = self._fences.get(partition)
-        if producer is None or partition in self._open:
-            return producer
-        try:
-            producer.begin_transaction()
-        except KafkaException as exc:
-            self._fence_lost(partition, f"begin_transaction failed: {exc}")
-            return None
-        self._open.add(partition)
-        return producer
-
-    def _commit(self, partition: int, timeout_s: float) -> bool:
-        """Commit the partition's open transaction; False (and started over) if it failed."""
-        producer = self._fences.get(partition)
-        if producer is None or partition not in self._open:
-            return producer is not None
-        self._open.discard(partition)
-        try:
-            producer.flush(timeout_s)  # serves the delivery callbacks here, in this thread
-            producer.commit_transaction(timeout_s)
-        except KafkaException as exc:
-            self._fence_lost(partition, f"the transaction was not committed: {exc}")
-            return False
-        return True
-
-    def _fence_lost(self, partition: int, why: str) -> None:
-        """End the partition's producer (fenced, or the broker did not answer): start over."""
-        self._fence_problem = f"partition {partition}: {why}"
-        log.warning("%s; the partition is started over", self._fence_problem)
-        self._discard_fence(partition)
-        self._failed.add(partition)
-
-    def _commit_open(self) -> set[int]:
-        """Commit every open transaction; return the partitions whose commit failed.
-
-        Every partition's records are flushed first, in this thread (delivery callbacks run
-        here); then the commits, each a round trip to the transaction coordinator, run at
-        the same time on the commit pool (each waits for its own answer), so a batch over
-        several partitions costs one commit's latency, not their sum.
-        """
-        partitions = sorted(self._open)
-        if len(partitions) < 2 or self._pool is None:
-            return {p for p in partitions if not self._commit(p, _COMMIT_TIMEOUT_S)}
-        failed: set[int] = set()
-        started = []
-        for partition in partitions:
-            producer = self._fences[partition]
-            self._open.discard(partition)
-            try:
-                producer.flush(_COMMIT_TIMEOUT_S)
-            except KafkaException as exc:
-                self._fence_lost(partition, f"the transaction was not flushed: {exc}")
-                failed.add(partition)
-                continue
-            started.append(
-                (partition, self._pool.submit(producer.commit_transaction, _COMMIT_TIMEOUT_S))
-            )
-        for partition, future in started:
-            try:
-                future.result()
-            except KafkaException as exc:
-                self._fence_lost(partition, f"the transaction was not committed: {exc}")
-                failed.add(partition)
-        return failed
+        return self.producer.problem or self.fences.problem
 
     def may_resume(self) -> bool:
         """Whether failed partitions may be started over: not until a replaced producer's
@@ -380,7 +245,7 @@ class RelayOutput:
 
     def forget(self, partition: int) -> None:
         """Stop reporting on ``partition`` (report what is pending first); end its producer."""
-        self._discard_fence(partition)
+        self.fences.discard(partition)
         self._reported.pop(partition, None)
         self._tally.forget_partition(partition)
 
@@ -405,7 +270,7 @@ class RelayOutput:
         offsets: dict[int, int] = {}
         fenced = self.fencing and kind != PROBE
         if fenced and kind == TAKEOVER:
-            partitions = sorted(self.fence(partitions, timeout_s))
+            partitions = sorted(self.fences.fence(partitions, timeout_s))
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             partition, offset = msg.partition(), msg.offset()
@@ -415,7 +280,7 @@ class RelayOutput:
         for partition in partitions:
             producer: Producer | ReplaceableProducer[Producer] = self.producer
             if fenced:
-                fence = self._begin(partition)
+                fence = self.fences.begin(partition)
                 if fence is None:
                     continue
                 producer = fence
@@ -439,11 +304,11 @@ class RelayOutput:
         if not fenced:
             self.producer.flush(timeout_s)
             return offsets
-        for partition in self._commit_open():  # every open transaction, side by side
+        for partition in self.fences.commit_open():  # every open transaction, side by side
             offsets.pop(partition, None)
         if kind == RELEASE:
             for partition in partitions:
-                self._discard_fence(partition)  # this member's term there is over
+                self.fences.discard(partition)  # this member's term there is over
         return offsets
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
@@ -460,8 +325,8 @@ class RelayOutput:
             if not self._leads(partition):
                 self.stats.not_leader_skips += 1
                 return False
-            if self.fencing:
-                fence = self._begin(partition)
+            if self.fencing and producer is self.producer:  # once per call, not per record
+                fence = self.fences.begin(partition)
                 if fence is None:
                     return False  # no producer of its own: only a takeover may give it one
                 producer = fence
@@ -580,7 +445,7 @@ class RelayOutput:
     def flush(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Wait for every record to be acknowledged, report metrics; return failed partitions."""
         remaining = self.producer.flush(FLUSH_TIMEOUT_S)
-        self._commit_open()
+        self.fences.commit_open()
         self._tally.flush()
         self.report(arbiters)
         failed = self._take_failed()
@@ -591,7 +456,7 @@ class RelayOutput:
     def poll(self, arbiters: Mapping[int, Arbiter[RawPrice]]) -> set[int]:
         """Serve delivery callbacks and report metrics, without waiting (idle time)."""
         self.producer.poll(0)
-        self._commit_open()  # what expired from the reorder windows becomes visible now
+        self.fences.commit_open()  # what expired from the reorder windows becomes visible now
         if self._tally.pending:
             self._tally.flush()
         self.report(arbiters)
@@ -613,19 +478,5 @@ class RelayOutput:
 
     def close(self) -> None:
         """Commit open transactions, flush what is still queued."""
-        self._commit_open()
-        for partition in list(self._fences):
-            self._discard_fence(partition)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        self.fences.close()
         self.producer.close(FLUSH_TIMEOUT_S)
-
-
-def _abandon(producer: Producer) -> None:
-    """Let a transactional producer go without waiting on it (it may be fenced: a flush or an
-    abort could wait for an answer the broker never sends)."""
-    try:
-        producer.purge(in_queue=True, in_flight=True, blocking=False)
-        producer.poll(0)
-    except (KafkaException, RuntimeError) as exc:
-        log.debug("abandoning a producer: %s", exc)

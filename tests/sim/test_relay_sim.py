@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 
 from pricing_ha.dedupe.arbitration import Arbiter
-from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.standby import StandbyTail
 from tests.sim.relay_schedule import Outcome, random_steps, report, run, shrink
 
@@ -150,7 +150,7 @@ def test_checker_finds_an_old_owner_that_ignores_the_successors_probe(
 def test_checker_finds_takeovers_that_do_not_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break the fencing (each member its own transactional.id, so a takeover fences nobody)
     while successors skip the grace period: the simulation finds a duplicate."""
-    monkeypatch.setattr(RelayOutput, "transactional_id", lambda self, p: f"{self.token}.{p}")
+    monkeypatch.setattr(Fences, "transactional_id", lambda self, p: f"{id(self)}.{p}")
     failure, _ = _first_failure(range(SEED0, SEED0 + 300), fencing="transactions")
     assert failure is not None
     assert failure.violations

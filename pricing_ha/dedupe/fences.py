@@ -1,0 +1,201 @@
+"""The relay's fences: one transactional producer per owned partition of ``prices``.
+
+Used when ``[relay] fencing = "transactions"`` (meant for Apache Kafka). Each partition this
+relay owns is written by a transactional producer of its own, whose ``transactional.id`` is
+derived from the relay group and the partition (:meth:`Fences.transactional_id`). A takeover
+calls :meth:`Fences.fence` first: ``init_transactions`` makes the broker reject every later
+write of the previous owner's producer for that partition (and abort its open transaction).
+Records are then produced inside transactions (:meth:`Fences.begin`) and committed together
+(:meth:`Fences.commit_open`); a transaction that cannot begin or commit ends that partition's
+producer, and ``on_lost`` tells the owner to start the partition over under a new one.
+
+What the brokers make of it (docs/architecture.md §7): Apache Kafka rejects the fenced
+producer and hides its aborted records from ``read_committed`` readers; the embedded broker
+rejects its writes too, but shows aborted records to every reader and does not answer a fenced
+commit (it times out after :data:`COMMIT_TIMEOUT_S`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from pricing_ha.kafka.producers import ConfigValue
+
+__all__ = ["COMMIT_TIMEOUT_S", "Fences"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+COMMIT_TIMEOUT_S = 2.0  # a commit (the embedded broker never answers a fenced one: it times out)
+
+
+class Fences:
+    """The transactional producers of the partitions one relay member owns. Worker thread only.
+
+    Args:
+        config: every producer's configuration (without ``transactional.id``/``client.id``).
+        id_prefix: ``transactional.id`` is ``{id_prefix}.{partition}``.
+        client_prefix: ``client.id`` is ``{client_prefix}-{partition}``.
+        make: builds a producer from its configuration (the simulation passes a fake).
+        on_lost: called with a partition whose producer was ended (its output must be
+            started over).
+        workers: threads for initialisations and commits side by side (0: one after another,
+            as the simulation needs: its producers share one simulated clock).
+    """
+
+    def __init__(
+        self,
+        config: dict[str, ConfigValue],
+        *,
+        id_prefix: str,
+        client_prefix: str,
+        make: Callable[[dict[str, ConfigValue]], Producer],
+        on_lost: Callable[[int], None],
+        workers: int,
+    ) -> None:
+        """No producer until :meth:`fence`."""
+        self._config = config
+        self._id_prefix = id_prefix
+        self._client_prefix = client_prefix
+        self._make = make
+        self._on_lost = on_lost
+        self._producers: dict[int, Producer] = {}
+        self._open: set[int] = set()  # partitions with a transaction begun and not committed
+        self._pool = (
+            ThreadPoolExecutor(workers, thread_name_prefix=f"{client_prefix}-txn")
+            if workers > 0
+            else None
+        )
+        #: Why the latest initialisation, begin or commit failed (``None`` once one succeeds).
+        self.problem: str | None = None
+
+    def transactional_id(self, partition: int) -> str:
+        """The ``transactional.id`` of whoever owns ``prices[partition]`` in this relay group."""
+        return f"{self._id_prefix}.{partition}"
+
+    def _each(
+        self, producers: list[tuple[int, Producer]], call: Callable[[Producer], Any]
+    ) -> Iterator[tuple[int, Producer, KafkaException | None]]:
+        """``call`` on every producer, side by side on the pool when there are several (each
+        is a round trip to the transaction coordinator); yields each one's error or ``None``."""
+        futures: list[Future[Any] | None] = [None] * len(producers)
+        if self._pool is not None and len(producers) > 1:
+            futures = [self._pool.submit(call, producer) for _, producer in producers]
+        for (partition, producer), future in zip(producers, futures, strict=True):
+            try:
+                if future is None:
+                    call(producer)
+                else:
+                    future.result()
+            except KafkaException as exc:
+                yield partition, producer, exc
+            else:
+                yield partition, producer, None
+
+    def fence(self, partitions: list[int], timeout_s: float) -> set[int]:
+        """Give each partition a new transactional producer; return those it was given to.
+
+        ``init_transactions`` registers a new epoch for the partition's ``transactional.id``:
+        from then on the broker rejects the previous owner's producer (whichever member it
+        is), and its open transaction is aborted. A partition whose initialisation failed
+        (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
+        """
+        made = []
+        for partition in partitions:
+            self.discard(partition)
+            config = {
+                **self._config,
+                "transactional.id": self.transactional_id(partition),
+                "client.id": f"{self._client_prefix}-{partition}",
+            }
+            made.append((partition, self._make(config)))
+        done: set[int] = set()
+        for partition, producer, err in self._each(
+            made, lambda pr: pr.init_transactions(timeout_s)
+        ):
+            if err is not None:
+                self.problem = f"partition {partition}: init_transactions failed: {err}"
+                log.warning("%s", self.problem)
+                _abandon(producer)
+                continue
+            self._producers[partition] = producer
+            done.add(partition)
+        if done:
+            self.problem = None
+        return done
+
+    def begin(self, partition: int) -> Producer | None:
+        """The partition's producer, in a transaction (``None``: it has none, or lost it)."""
+        producer = self._producers.get(partition)
+        if producer is None or partition in self._open:
+            return producer
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:
+            self._lost(partition, f"begin_transaction failed: {exc}")
+            return None
+        self._open.add(partition)
+        return producer
+
+    def commit_open(self) -> set[int]:
+        """Commit every open transaction; return the partitions whose commit failed.
+
+        Every partition's records are flushed first, in this thread (delivery callbacks run
+        here); then the commits run side by side, so a batch over several partitions costs
+        one commit's latency, not their sum.
+        """
+        flushed = []
+        failed: set[int] = set()
+        for partition in sorted(self._open):
+            producer = self._producers[partition]
+            try:
+                producer.flush(COMMIT_TIMEOUT_S)  # a fenced producer raises here
+            except KafkaException as exc:
+                self._lost(partition, f"the transaction was not flushed: {exc}")
+                failed.add(partition)
+                continue
+            flushed.append((partition, producer))
+        self._open.clear()
+        for partition, _, err in self._each(
+            flushed, lambda pr: pr.commit_transaction(COMMIT_TIMEOUT_S)
+        ):
+            if err is not None:
+                self._lost(partition, f"the transaction was not committed: {err}")
+                failed.add(partition)
+        return failed
+
+    def _lost(self, partition: int, why: str) -> None:
+        """End the partition's producer (fenced, or the broker did not answer): start over."""
+        self.problem = f"partition {partition}: {why}"
+        log.warning("%s; the partition is started over", self.problem)
+        self.discard(partition)
+        self._on_lost(partition)
+
+    def discard(self, partition: int) -> None:
+        """End the partition's producer, if it has one (its term there is over)."""
+        self._open.discard(partition)
+        producer = self._producers.pop(partition, None)
+        if producer is not None:
+            _abandon(producer)
+
+    def close(self) -> None:
+        """Commit what is open, then end every producer."""
+        self.commit_open()
+        for partition in list(self._producers):
+            self.discard(partition)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+
+def _abandon(producer: Producer) -> None:
+    """Let a transactional producer go without waiting on it (it may be fenced: a flush or an
+    abort could wait for an answer the broker never sends)."""
+    try:
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.poll(0)
+    except (KafkaException, RuntimeError) as exc:
+        log.debug("abandoning a producer: %s", exc)
