@@ -56,228 +56,46 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import confluent_kafka
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka import KafkaException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import summary, wait_until, write
+from _fencing_common import (
+    HANG_S,
+    TXN_TIMEOUT_S,
+    VALUE_BYTES,
+    Client,
+    _create_topic,
+    _error,
+    _labels,
+    _load,
+    _ms,
+    _read_both,
+    _timed,
+    _value,
+)
+from _fencing_throughput import throughput
 from _pipeline import code_version, foreign_processes
 
 from pricing_ha.local.broker import EmbeddedBroker
 
-VALUE_BYTES = 200
-COMMIT_EVERY = (1, 10, 100, 1000)
-PARALLEL_PARTITIONS = 8
-PARALLEL_COMMIT_EVERY = 100
-TXN_TIMEOUT_S = 30.0  # client-side timeout of init/commit/abort calls
-HANG_S = 5.0  # the same, for calls the embedded broker never answers (fenced EndTxn, see below)
-IDLE_S = 1.0  # a read-back ends after this long without a record
 WEDGE_MESSAGE_TIMEOUT_MS = 1500
 ZOMBIE_LIFETIME_S = 120.0
 
 
 # --- small helpers --------------------------------------------------------------------------
-
-
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 2)
-
-
-def _value(label: str, i: int, size: int = 0) -> bytes:
-    """``label-i|`` padded with dots to ``size`` bytes (no padding when size is 0)."""
-    return f"{label}-{i}|".encode().ljust(size, b".")
-
-
-def _tag(value: bytes | None) -> tuple[str, int]:
-    """(label, i) of a value written by :func:`_value`."""
-    head = (value or b"?-0|").split(b"|", 1)[0].decode(errors="replace")
-    label, _, i = head.rpartition("-")
-    return label, int(i) if i.isdigit() else -1
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    """A KafkaException (or any exception) as a JSON-able description."""
-    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    if isinstance(err, KafkaError):
-        return {
-            "name": err.name(),
-            "code": err.code(),
-            "fatal": err.fatal(),
-            "retriable": err.retriable(),
-            "txn_requires_abort": err.txn_requires_abort(),
-            "message": err.str(),
-        }
-    return {"name": type(exc).__name__, "message": str(exc)}
-
-
-def _timed(fn: Callable[[], object]) -> tuple[float, dict[str, Any] | None]:
-    """Call ``fn``; return (seconds taken, None) or (seconds taken, error description)."""
-    began = time.monotonic()
-    try:
-        fn()
-    except KafkaException as exc:
-        return time.monotonic() - began, _error(exc)
-    return time.monotonic() - began, None
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _latency_ms(values_s: list[float]) -> dict[str, float] | None:
-    if not values_s:
-        return None
-    ms = [v * 1000 for v in values_s]
-    return {
-        "n": len(ms),
-        "p50": round(statistics.median(ms), 2),
-        "p99": round(_percentile(ms, 0.99), 2),
-        "max": round(max(ms), 2),
-        "mean": round(statistics.fmean(ms), 2),
-    }
-
-
-def _create_topic(bootstrap: str, partitions: int, prefix: str) -> str:
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=15)
-    return topic
-
-
-class Client:
-    """A producer that remembers its client-level errors (error_cb) and delivery outcomes."""
-
-    def __init__(
-        self, bootstrap: str, txn_id: str | None = None, extra: dict[str, Any] | None = None
-    ) -> None:
-        """Build it: idempotent, ``acks=all``, ``linger.ms=1``; transactional with ``txn_id``."""
-        errors: list[str] = []
-        self.errors = errors
-        self.txn_id = txn_id
-        self.delivered = 0
-        self.failed: Counter[str] = Counter()
-        config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 1,
-            "enable.sparse.connections": False,
-            "log.connection.close": False,
-            # Not a method of self: a reference cycle would keep the producer alive.
-            "error_cb": lambda err: errors.append(f"{err.name()}: {err.str()}"),
-            **(extra or {}),
-        }
-        if txn_id is not None:
-            config["transactional.id"] = txn_id
-        self.p = Producer(config)
-
-    def on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
-        """Delivery callback: count the outcome."""
-        if err is None:
-            self.delivered += 1
-        else:
-            self.failed[err.name()] += 1
-
-    def produce(self, topic: str, partition: int, value: bytes) -> None:
-        """Queue one record, waiting for room when the local queue is full."""
-        while True:
-            try:
-                self.p.produce(topic, value, partition=partition, on_delivery=self.on_delivery)
-            except BufferError:
-                self.p.poll(0.005)
-            else:
-                return
-
-    def transaction(self, topic: str, partition: int, label: str, n: int) -> dict[str, Any]:
-        """begin, produce ``n`` records ``label-i``, commit; every step's outcome."""
-        out: dict[str, Any] = {"begin": "ok", "produce": "ok", "commit": "ok"}
-        try:
-            self.p.begin_transaction()
-        except KafkaException as exc:
-            out["begin"] = _error(exc)
-            out["produce"] = out["commit"] = "not attempted"
-            return out
-        try:
-            for i in range(n):
-                self.produce(topic, partition, _value(label, i))
-        except KafkaException as exc:
-            out["produce"] = _error(exc)
-        took, err = _timed(lambda: self.p.commit_transaction(TXN_TIMEOUT_S))
-        out["commit"] = err or "ok"
-        out["commit_ms"] = _ms(took)
-        if err is not None and err.get("txn_requires_abort"):
-            took, abort_err = _timed(lambda: self.p.abort_transaction(HANG_S))
-            out["abort"] = abort_err or "ok"
-            out["abort_ms"] = _ms(took)
-        self.p.poll(0)
-        out["delivered"] = self.delivered
-        out["delivery_errors"] = dict(self.failed)
-        out["client_errors"] = list(self.errors)
-        return out
-
-
-def _read_both(bootstrap: str, topic: str, partition: int) -> dict[str, list[tuple[int, str]]]:
-    """Every record of one partition as (offset, ``label-i``), per isolation level.
-
-    Each reader stops once nothing has arrived for IDLE_S (the embedded broker's watermarks
-    are not trusted, and a ``read_committed`` reader may legitimately see nothing).
-    """
-    readers = {}
-    for level in ("read_uncommitted", "read_committed"):
-        c = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-                "isolation.level": level,
-                "log.connection.close": False,
-            }
-        )
-        c.assign([confluent_kafka.TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        readers[level] = c
-    out: dict[str, list[tuple[int, str]]] = {level: [] for level in readers}
-    last = dict.fromkeys(readers, time.monotonic())
-    try:
-        while any(time.monotonic() - last[level] < IDLE_S for level in readers):
-            for level, c in readers.items():
-                for msg in c.consume(1000, 0.05):
-                    if msg.error() is None:
-                        label, i = _tag(msg.value())
-                        out[level].append((msg.offset() or 0, f"{label}-{i}"))
-                        last[level] = time.monotonic()
-    finally:
-        for c in readers.values():
-            c.close()
-    return out
-
-
-def _labels(records: list[tuple[int, str]]) -> dict[str, int]:
-    """How many records of each label."""
-    return dict(Counter(tag.rpartition("-")[0] for _, tag in records))
-
-
-# --- 1. fencing -----------------------------------------------------------------------------
 
 
 def fencing_after_commit(bootstrap: str) -> dict[str, Any]:
@@ -618,190 +436,6 @@ def zombie(bootstrap: str, rounds: int, per_txn: int) -> dict[str, Any]:
 
 
 # --- 3. throughput --------------------------------------------------------------------------
-
-
-def _warm_idempotent(bootstrap: str, topic: str, partitions: list[int]) -> Client:
-    """An idempotent producer that has its producer id and has delivered once per partition.
-
-    Without this, the first 0.5 s of a case would be the producer id timer of librdkafka,
-    which a transactional producer spends in ``init_transactions`` (timed separately).
-    """
-    c = Client(bootstrap)
-    for p in partitions:
-        c.produce(topic, p, _value("warm-up", p))
-    c.p.flush(TXN_TIMEOUT_S)
-    c.delivered = 0
-    c.failed.clear()
-    return c
-
-
-def idempotent_rate(bootstrap: str, topic: str, partitions: list[int], seconds: float) -> Any:
-    """Records/s of one idempotent producer writing ``partitions`` round-robin, unflushed."""
-    c = _warm_idempotent(bootstrap, topic, partitions)
-    load = _load()
-    began = time.monotonic()
-    i = 0
-    while time.monotonic() - began < seconds:
-        c.produce(topic, partitions[i % len(partitions)], _value("idem", i, VALUE_BYTES))
-        i += 1
-        if i % 1000 == 0:
-            c.p.poll(0)
-    left = c.p.flush(60)
-    took = time.monotonic() - began
-    return {
-        "producer": "idempotent, acks=all, linger.ms=1",
-        "partitions": len(partitions),
-        "records": c.delivered,
-        "not_delivered": left + sum(c.failed.values()),
-        "seconds": round(took, 3),
-        "records_per_s": round(c.delivered / took),
-        "load_average_1m": load,
-    }
-
-
-def _batch_loop(c: Client, topic: str, partition: int, every: int, seconds: float) -> Any:
-    """Batches of ``every`` records for ``seconds`` (at least 3 batches); per-batch timings.
-
-    A batch is begin, produce, flush, commit on a transactional producer (``end_txn`` is the
-    commit after the flush); produce and flush on an idempotent one (the reference).
-    """
-    transactional = bool(c.txn_id)
-    flush_s: list[float] = []
-    end_s: list[float] = []
-    txn_s: list[float] = []
-    error = None
-    began = time.monotonic()
-    i = 0
-    while time.monotonic() - began < seconds or len(txn_s) < 3:
-        t0 = time.monotonic()
-        try:
-            if transactional:
-                c.p.begin_transaction()
-            for _ in range(every):
-                c.produce(topic, partition, _value("batch", i, VALUE_BYTES))
-                i += 1
-            t1 = time.monotonic()
-            c.p.flush(TXN_TIMEOUT_S)
-            t2 = time.monotonic()
-            if transactional:
-                c.p.commit_transaction(TXN_TIMEOUT_S)
-        except KafkaException as exc:
-            error = _error(exc)
-            break
-        t3 = time.monotonic()
-        flush_s.append(t2 - t1)
-        end_s.append(t3 - t2)
-        txn_s.append(t3 - t0)
-        if time.monotonic() - began > 4 * seconds:
-            break
-    took = time.monotonic() - began
-    out = {
-        "batch_records": every,
-        "batches": len(txn_s),
-        "records": c.delivered,
-        "seconds": round(took, 3),
-        "records_per_s": round(c.delivered / took),
-        "flush_ms": _latency_ms(flush_s),
-        "error": error,
-    }
-    if transactional:
-        out["end_txn_ms"] = _latency_ms(end_s)
-        out["commit_ms"] = _latency_ms([f + e for f, e in zip(flush_s, end_s, strict=True)])
-        out["transaction_ms"] = _latency_ms(txn_s)
-    return out
-
-
-def transactional_rate(bootstrap: str, topic: str, every: int, seconds: float) -> Any:
-    """Records/s of one transactional producer on partition 0 committing every ``every``."""
-    c = Client(bootstrap, f"bench-tput-{uuid.uuid4().hex[:8]}")
-    init_s, _ = _timed(lambda: c.p.init_transactions(TXN_TIMEOUT_S))
-    load = _load()
-    row = _batch_loop(c, topic, 0, every, seconds)
-    row["init_ms"] = _ms(init_s)
-    row["load_average_1m"] = load
-    c.p.flush(1)
-    return row
-
-
-def parallel_transactional_rate(bootstrap: str, topic: str, seconds: float) -> Any:
-    """8 transactional producers, one per partition and thread, committing every 100."""
-    clients = [
-        Client(bootstrap, f"bench-par-{p}-{uuid.uuid4().hex[:8]}")
-        for p in range(PARALLEL_PARTITIONS)
-    ]
-    inits: list[float] = [0.0] * len(clients)
-    rows: list[Any] = [None] * len(clients)
-
-    def init(k: int) -> None:
-        inits[k], _ = _timed(lambda: clients[k].p.init_transactions(TXN_TIMEOUT_S))
-
-    def run(k: int) -> None:
-        rows[k] = _batch_loop(clients[k], topic, k, PARALLEL_COMMIT_EVERY, seconds)
-
-    for target in (init, run):
-        threads = [threading.Thread(target=target, args=(k,)) for k in range(len(clients))]
-        load = _load()
-        began = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    took = time.monotonic() - began
-    records = sum(r["records"] for r in rows)
-    commits = [v for r in rows if r["commit_ms"] for v in [r["commit_ms"]["p50"]]]
-    return {
-        "producers": len(clients),
-        "commit_every": PARALLEL_COMMIT_EVERY,
-        "records": records,
-        "seconds": round(took, 3),
-        "records_per_s": round(records / took),
-        "per_producer_records_per_s": [r["records_per_s"] for r in rows],
-        "per_producer_commit_p50_ms": commits,
-        "commit_ms_p99_worst_producer": max(
-            (r["commit_ms"]["p99"] for r in rows if r["commit_ms"]), default=None
-        ),
-        "concurrent_init_ms": summary([_ms(s) for s in inits]),
-        "errors": [r["error"] for r in rows if r["error"]],
-        "load_average_1m": load,
-    }
-
-
-def throughput(bootstrap: str, seconds: float) -> dict[str, Any]:
-    """The throughput cases; the idempotent producer is the reference of each comparison."""
-    one = _create_topic(bootstrap, 1, "tput-one")
-    out: dict[str, Any] = {"value_bytes": VALUE_BYTES, "seconds_per_case": seconds}
-    out["one_partition_idempotent"] = idempotent_rate(bootstrap, one, [0], seconds)
-    print(f"  idempotent, 1 partition: {out['one_partition_idempotent']}", flush=True)
-    flushed = {}
-    for every in COMMIT_EVERY:
-        c = _warm_idempotent(bootstrap, one, [0])
-        flushed[str(every)] = _batch_loop(c, one, 0, every, max(1.0, seconds / 2))
-        print(f"  idempotent, flush every {every}: {flushed[str(every)]}", flush=True)
-        del c
-    out["one_partition_idempotent_by_flush_every"] = flushed
-    txn = {}
-    for every in COMMIT_EVERY:
-        txn[str(every)] = transactional_rate(bootstrap, one, every, seconds)
-        print(f"  transactional, every {every}: {txn[str(every)]}", flush=True)
-    out["one_partition_transactional_by_commit_every"] = txn
-    ref = out["one_partition_idempotent"]["records_per_s"]
-    out["one_partition_ratio_to_idempotent"] = {
-        k: round(v["records_per_s"] / ref, 4) if ref else None for k, v in txn.items()
-    }
-    eight = _create_topic(bootstrap, PARALLEL_PARTITIONS, "tput-eight")
-    parts = list(range(PARALLEL_PARTITIONS))
-    out["eight_partitions_idempotent"] = idempotent_rate(bootstrap, eight, parts, seconds)
-    print(f"  idempotent, 8 partitions: {out['eight_partitions_idempotent']}", flush=True)
-    out["eight_partitions_transactional"] = parallel_transactional_rate(bootstrap, eight, seconds)
-    print(f"  transactional x8: {out['eight_partitions_transactional']}", flush=True)
-    ref8 = out["eight_partitions_idempotent"]["records_per_s"]
-    out["eight_partitions_ratio_to_idempotent"] = (
-        round(out["eight_partitions_transactional"]["records_per_s"] / ref8, 4) if ref8 else None
-    )
-    return out
-
-
-# --- 4. wedge after a broker pause ----------------------------------------------------------
 
 
 def _pause_until_timed_out(broker: EmbeddedBroker, topic: str, clients: list[Client]) -> float:
