@@ -37,12 +37,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
-import resource
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import TopicTail, summary, wait_until, write
 from _pipeline import code_version, exactly_once, foreign_processes, start_feed, start_pipeline
+from _standby_cost import steady_costs
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.relay import relay_group_id
@@ -68,8 +66,6 @@ INSTRUMENTS = 100
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 _Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 FRESH_MS = 5000  # a partition's latest price must be this recent to count as flowing (under load)
-STEADY_S = 20.0  # the window over which CPU is measured
-_CLK = os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float]) -> dict[str, float]:
@@ -79,15 +75,6 @@ def pct(values: list[float]) -> dict[str, float]:
     s = sorted(values)
     rank = max(0, math.ceil(0.99 * len(s)) - 1)
     return {**summary(s), "p50": round(s[(len(s) - 1) // 2], 4), "p99": round(s[rank], 4)}
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLK
 
 
 class PricesTail:
@@ -285,79 +272,6 @@ class Rounds:
         }
 
 
-def standby_probe(bootstrap: str, topic: str, partitions: int, seconds: float) -> None:
-    """(Child process) tail ``topic`` with a StandbyTail; print records and CPU as JSON."""
-    from pricing_ha.dedupe.standby import StandbyTail
-
-    tail = StandbyTail(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-standby",
-            "log.connection.close": False,
-        },
-        topic,
-        partitions,
-        token="bench-standby/none",
-    )
-    tail.start()
-    # Catch up first (the preload), then measure the steady state only.
-    wait_until(lambda: tail.problem() is None, 300)
-    caught_up = resource.getrusage(resource.RUSAGE_SELF)
-    records0, began = tail.records, time.monotonic()
-    time.sleep(seconds)
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    took = time.monotonic() - began
-    records = tail.records - records0
-    cpu = ru.ru_utime + ru.ru_stime - caught_up.ru_utime - caught_up.ru_stime
-    tail.close()
-    print(
-        json.dumps(
-            {
-                "seconds": round(took, 2),
-                "records": records,
-                "records_per_s": round(records / took, 1),
-                "cpu_s": round(cpu, 3),
-                "cpu_percent_of_a_core": round(100 * cpu / took, 2),
-                "cpu_us_per_record": round(1e6 * cpu / records, 2) if records else None,
-                "rss_mib": round(ru.ru_maxrss / 1024, 1),
-            }
-        ),
-        flush=True,
-    )
-
-
-def steady_costs(c: PricingCluster, relays: list[str]) -> dict[str, Any]:
-    """CPU of each relay over :data:`STEADY_S`, and of a standby tail alone beside them."""
-    pids = {r: c.members[f"relay-{r}"].pid for r in relays}
-    probe = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--standby-probe",
-            f"{c.bootstrap},{c.topics['prices']},{c.partitions},{STEADY_S}",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        # The probe catches up first; measure the relays over a window of the same length.
-        time.sleep(2.0)
-        before = {r: cpu_s(pid) for r, pid in pids.items()}
-        began = time.monotonic()
-        time.sleep(STEADY_S)
-        took = time.monotonic() - began
-        relay_cpu = {r: round(100 * (cpu_s(pid) - before[r]) / took, 2) for r, pid in pids.items()}
-        out, _ = probe.communicate(timeout=360)
-    finally:
-        if probe.poll() is None:
-            probe.kill()
-            probe.wait()
-    return {
-        "relay_cpu_percent_of_a_core": relay_cpu,
-        "standby_tail_alone": json.loads(out.strip().splitlines()[-1]),
-    }
-
-
 def run(bootstrap: str, rounds: int, members: int, hz: float, retained: int) -> dict[str, Any]:
     """The rounds on one cluster (``prices`` preloaded with ``retained``); returns the figures."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-relay-takeover-"))
@@ -373,7 +287,12 @@ def run(bootstrap: str, rounds: int, members: int, hz: float, retained: int) -> 
         try:
             how = state.settle()
             if how is not None:
-                costs = steady_costs(c, sorted(state.live))
+                costs = steady_costs(
+                    c.bootstrap,
+                    c.topics["prices"],
+                    c.partitions,
+                    {r: c.members[f"relay-{r}"].pid for r in sorted(state.live)},
+                )
                 print(f"  steady costs: {costs}", flush=True)
             for i in range(rounds):
                 for fault in ("kill", "join", "sigterm", "join"):
@@ -436,12 +355,7 @@ def main() -> None:
         "--retained", default="0,1000000", help="records preloaded on prices, one cluster each"
     )
     parser.add_argument("--out", type=Path, default=None, help="write here instead")
-    parser.add_argument("--standby-probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.standby_probe:
-        bootstrap, topic, partitions, seconds = args.standby_probe.split(",")
-        standby_probe(bootstrap, topic, int(partitions), float(seconds))
-        return
     # SIGTERM unwinds (stopping every process started) instead of killing this process alone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     relay = AppConfig().relay
