@@ -372,6 +372,10 @@ class RelayWorker(PartitionWorker):
         for partition, since in list(self._paused.items()):
             if partition not in self.active or self._may_emit(partition):
                 del self._paused[partition]
+            elif partition in self._handover:
+                # Handing over, tail momentarily stale: paused until it is fresh again or the
+                # hand-over ends (_tend_handovers), not dropped.
+                continue
             elif now - since > _PAUSE_MAX_S:
                 del self._paused[partition]
                 self.drop(partition)
@@ -387,8 +391,23 @@ class RelayWorker(PartitionWorker):
                 # Given back while still handing it over: nobody else has emitted since this
                 # member's own term, so there is nobody to wait for.
                 self._neli.end_grace(partition)
-            elif not self._may_emit(partition):
+            elif self._handover_over(partition):
                 self.drop(partition)  # flush, release
+            # Otherwise, if not emitting now, the standby tail is stale (a loaded machine):
+            # the input waits, paused, until the tail is fresh again. Dropping here would
+            # leave the partition silent until the successor takes it up (seen in the fault
+            # drill: 12 s on a loaded machine).
+
+    def _handover_over(self, partition: int) -> bool:
+        """A hand-over ends when the successor asked, or its bound passed."""
+        until = self._handover.get(partition)
+        term = self._terms.get(partition)
+        return (
+            until is None
+            or time.monotonic() >= until
+            or term is None
+            or self.standby.requested_after(partition, term)
+        )
 
     def _tend_grace(self, grace: frozenset[int]) -> None:
         for partition in list(self._probes):

@@ -308,6 +308,12 @@ class StandbyTail:
                 fresh = max(fresh, read_as_of(partition, view.position))
             return view.requested_at <= offset and time.monotonic() - fresh < fresh_s
 
+    def requested_after(self, partition: int, offset: int) -> bool:
+        """Whether someone asked for ``partition`` (a probe or takeover marker) after ``offset``,
+        as far as the tail has read."""
+        with self._changed:
+            return self.views[partition].requested_at > offset
+
     def problem(self) -> str | None:
         """Why the standby is not ready (not yet at the end of every partition), or ``None``."""
         if self.error is not None:

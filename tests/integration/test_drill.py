@@ -167,6 +167,19 @@ def test_fault_drill_under_load(
 
     wait_for(exactly_once, 120, lambda: f"prices exactly once and in order: {state['why']}")
 
+    dlq = c.read("dlq")
+    assert len(dlq) == len(bad), [r.headers.get("reason") for r in dlq]
+    assert all(r.headers.get("reason") for r in dlq)
+
+    for name in ("sub-relay", "sub-direct"):
+        c.members[name].terminate()
+    for mode, path in summaries.items():
+        wait_for(path.exists, 30, f"the {mode} subscriber's summary")
+        summary = json.loads(path.read_text())
+        print(f"{mode} subscriber: ok={summary['ok']} max silence {summary['max_silence_s']} s")
+        assert summary["ok"], {k: summary[k] for k in ("gaps", "duplicates", "silent_too_long")}
+
+    # Last, so that a run failing here has passed every other check.
     prices = _prices_by_instrument(c.read("prices"))
     union = _first_arrivals(c.read("raw"))
     report = []
@@ -180,15 +193,3 @@ def test_fault_drill_under_load(
         f"{worst[3]:.2f} s on the union of prices.raw (allowance {RELAY_ALLOWANCE_S:.1f} s)"
     )
     assert worst[0] <= RELAY_ALLOWANCE_S, f"prices silent beyond the union: {worst}"
-
-    dlq = c.read("dlq")
-    assert len(dlq) == len(bad), [r.headers.get("reason") for r in dlq]
-    assert all(r.headers.get("reason") for r in dlq)
-
-    for name in ("sub-relay", "sub-direct"):
-        c.members[name].terminate()
-    for mode, path in summaries.items():
-        wait_for(path.exists, 30, f"the {mode} subscriber's summary")
-        summary = json.loads(path.read_text())
-        print(f"{mode} subscriber: ok={summary['ok']} max silence {summary['max_silence_s']} s")
-        assert summary["ok"], {k: summary[k] for k in ("gaps", "duplicates", "silent_too_long")}

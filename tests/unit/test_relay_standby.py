@@ -219,3 +219,21 @@ def test_read_as_of_is_the_production_time_of_the_latest_own_record_below_a_posi
     below_25 = out.read_as_of(3, 25)
     assert now - 0.3 < below_25 < now  # the record at 20, produced 0.2 s before its ack
     assert out.read_as_of(3, 31) > below_25  # the record at 30 is newer
+
+
+def test_requested_after_sees_probes_and_takeovers_after_a_term_only() -> None:
+    log = Log(2)
+    term = log.control(0, TAKEOVER, TOKEN + ":1")
+    log.price(0, "EURUSD", 1)
+    tail = tail_of(log)
+    tail.step(0)
+    assert not tail.requested_after(0, term)
+    log.control(1, PROBE, "r9/zzz:1")  # another partition's request
+    tail.step(0)
+    assert not tail.requested_after(0, term)
+    log.control(0, PROBE, "r9/zzz:1")
+    assert not tail.requested_after(0, term)  # appended, not read yet
+    tail.step(0)
+    assert tail.requested_after(0, term)
+    tail.views[0].end_mono -= 5.0  # staleness does not matter: it was asked
+    assert tail.requested_after(0, term)
