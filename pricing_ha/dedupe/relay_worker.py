@@ -260,6 +260,15 @@ class RelayWorker(PartitionWorker):
         """
         t0 = time.monotonic()
         deferred: dict[int, TakeoverDeferredError] = {}
+        for partition in partitions:
+            if not self.standby.caught_up(partition):
+                # A member that just joined is still reading prices[k]'s history. Writing the
+                # marker now would stop an owner handing k over and leave k silent until the
+                # read ends (growing with retention): the owner goes on until we are ready.
+                deferred[partition] = TakeoverDeferredError(
+                    "the standby tail is still reading the partition's history", retry_after_s=0.1
+                )
+        partitions = [p for p in partitions if p not in deferred]
         snaps = self._mark_ends(partitions, deferred)
         asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
         unclean = [
@@ -416,7 +425,11 @@ class RelayWorker(PartitionWorker):
         for partition in list(self._probe_acked):
             if partition not in grace and partition not in self.wanted:
                 del self._probe_acked[partition]
-        todo = sorted(grace - set(self._probes) - set(self._handover))
+        # No probe before the tail has read the partition's history: it would end a hand-over
+        # that should go on until this member can take over (see assign_many).
+        todo = sorted(
+            p for p in grace - set(self._probes) - set(self._handover) if self.standby.caught_up(p)
+        )
         if todo:
             probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
             self._probes.update(probes)

@@ -308,6 +308,12 @@ class StandbyTail:
                 fresh = max(fresh, read_as_of(partition, view.position))
             return view.requested_at <= offset and time.monotonic() - fresh < fresh_s
 
+    def caught_up(self, partition: int) -> bool:
+        """Whether the tail has reached the end of ``partition`` at least once (a member that
+        just joined reads the partition's history first)."""
+        with self._changed:
+            return self.views[partition].at_end
+
     def requested_after(self, partition: int, offset: int) -> bool:
         """Whether someone asked for ``partition`` (a probe or takeover marker) after ``offset``,
         as far as the tail has read."""

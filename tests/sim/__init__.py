@@ -15,7 +15,13 @@ What is checked, at every simulated step of 25 ms (``check_interval_ms``), in ev
   ``[t0, t1]`` covers ``[t0, t1 + W]``, because the member keeps its assignment while it cannot
   see fresh heartbeats (``keep_leading_when_isolated`` helps only a member that was already
   leading); the group forming at start-up, or again after every member left, counts as a
-  crash. ``W = S + L + 2·(S/4 + 3·rtt) + pulse + d_produce + d_fetch + 2·step`` (5460 ms with
+  crash. A **broker stall** (for ``d``, the group coordinator answers nobody and expires
+  nobody, and no heartbeat is appended or fetched: the one broker is paused) over
+  ``[t0, t0 + d]`` covers ``[t0, t0 + d + W]`` in the random schedules; a directed test
+  (``test_a_broker_stall_never_leaves_a_publisher_partition_unled``) checks the stricter claim
+  for the publishers' default (``keep_leading_when_isolated``): a stall alone never leaves a
+  partition unled.
+  ``W = S + L + 2·(S/4 + 3·rtt) + pulse + d_produce + d_fetch + 2·step`` (5460 ms with
   the shipped S = 3000 ms): session expiry, the client's loss-detection lag L, two cooperative
   rebalance rounds, then the new owner's first heartbeat.
   Joins and clean leaves (rolling restarts) are not faults: they must never leave a gap.

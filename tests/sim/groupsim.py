@@ -18,7 +18,9 @@ clocks. Around the members the simulation models, in integer milliseconds of *tr
   all during a pause (a "frozen" monotonic clock, as in some VM pauses);
 * **faults**: crash, pause of any length (optionally with a frozen monotonic clock), restart,
   cut of the coordinator link (both ways), loss of the member's produces (heartbeat send
-  failures) or of its fetches (one-way loss towards the topic).
+  failures) or of its fetches (one-way loss towards the topic), and a **broker stall** (the
+  group coordinator answers nobody and expires nobody, and no heartbeat is appended or fetched,
+  as when the one broker is paused).
 
 A schedule is a seed plus a list of :class:`Event`; the seed also draws the delays, so a
 schedule replays exactly. See ``tests/sim/__init__.py`` for the invariants and assumptions.
@@ -95,7 +97,7 @@ class Scenario:
 
 
 #: Fault kinds that open a window in which a non-exclusive partition may lack a leader.
-FAULTS = frozenset({"crash", "pause", "cut_coord", "cut_produce", "cut_fetch"})
+FAULTS = frozenset({"crash", "pause", "cut_coord", "cut_produce", "cut_fetch", "broker_stall"})
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class Event:
 
     Kinds: ``crash``, ``restart`` (a crashed or departed slot starts a new process),
     ``leave`` (clean close), ``pause`` (``arg`` ms; ``frozen``: its monotonic clock stops),
-    ``cut_coord`` / ``cut_produce`` / ``cut_fetch`` (``arg`` ms), ``wall_step`` (``arg`` ms).
+    ``cut_coord`` / ``cut_produce`` / ``cut_fetch`` (``arg`` ms), ``wall_step`` (``arg`` ms),
+    ``broker_stall`` (``arg`` ms; the whole group's coordinator, ``member`` is ignored).
     """
 
     at: int
@@ -220,6 +223,7 @@ class Simulation:
         self.incarnations = [0] * scenario.members
         self.log: list[list[_Record]] = [[] for _ in range(scenario.partitions)]
         self.cut: dict[tuple[str, int], int] = {}  # (kind, slot) -> until
+        self.stalled_until = -1  # the coordinator answers nobody until then
         self.coord = _Coordinator(self)
         #: (start, end-or-None) of each fault window (see tests/sim/__init__.py).
         self.fault_windows: list[tuple[int, int]] = []
@@ -299,14 +303,30 @@ class Simulation:
         proc.epoch += 1
         self.send("c:join", proc.member_id, (proc.epoch, set()))
 
+    @staticmethod
+    def _fault_window(ev: Event) -> tuple[int, int]:
+        """A crash, pause or coordinator cut gets the member's partitions reassigned within W
+        of its start however long it lasts; a member cut off from the topic keeps its
+        assignment, so its partitions may lack a leader until W after the cut heals; during a
+        broker stall nobody's session can expire or be reassigned, and afterwards the
+        members whose sessions were lost rejoin, as after any coordinator fault."""
+        if ev.kind in ("cut_produce", "cut_fetch", "broker_stall"):
+            return ev.at, ev.at + ev.arg
+        return ev.at, ev.at
+
     def _apply(self, ev: Event) -> None:
         proc = self.procs.get(ev.member)
         if ev.kind in FAULTS:
-            # A crash, pause or coordinator cut gets the member's partitions reassigned within
-            # W of its start however long it lasts; a member cut off from the topic keeps its
-            # assignment, so its partitions may lack a leader until W after the cut heals.
-            end = ev.at + ev.arg if ev.kind in ("cut_produce", "cut_fetch") else ev.at
-            self.fault_windows.append((ev.at, end))
+            self.fault_windows.append(self._fault_window(ev))
+        if ev.kind == "broker_stall":
+            # The group coordinator and the NELI topic's broker stall together (one broker,
+            # SIGSTOPped): no group traffic, and no heartbeat appended or fetched meanwhile.
+            until = ev.at + ev.arg
+            self.stalled_until = max(self.stalled_until, until)
+            for slot in range(self.scenario.members):
+                for kind in ("cut_produce", "cut_fetch"):
+                    self.cut[kind, slot] = max(self.cut.get((kind, slot), -1), until)
+            return
         if ev.kind == "restart":
             if not any(p.alive and p.leaving_until is None for p in self.procs.values()):
                 self.fault_windows.append((ev.at, ev.at))  # the group forms again
@@ -315,6 +335,9 @@ class Simulation:
             return
         if proc is None or not proc.alive:
             return
+        self._apply_to(proc, ev)
+
+    def _apply_to(self, proc: _Proc, ev: Event) -> None:
         if ev.kind == "crash":
             proc.alive = False
         elif ev.kind == "leave":
@@ -539,6 +562,8 @@ class _Coordinator:
     def step(self) -> None:
         sim = self.sim
         now, sc = sim.now, sim.scenario
+        if now < sim.stalled_until:
+            return  # stalled: requests wait, no reply, no session expiry
         # A cut link delays messages until it heals (TCP retransmits), it does not drop them.
         kept: list[_Msg] = []
         while self.inbox and self.inbox[0].at <= now:
@@ -638,6 +663,7 @@ def random_events(scenario: Scenario, rng: random.Random) -> list[Event]:
         "cut_produce",
         "cut_fetch",
         "wall_step",
+        "broker_stall",
     ]
     out: list[Event] = []
     for _ in range(rng.randint(0, sc.max_events)):
@@ -649,7 +675,7 @@ def random_events(scenario: Scenario, rng: random.Random) -> list[Event]:
         if kind == "pause":
             arg = rng.choice([rng.randint(1, 1500), rng.randint(1500, 3 * sc.session_ms)])
             frozen = sc.frozen_pauses and rng.random() < 0.5
-        elif kind.startswith("cut_"):
+        elif kind.startswith("cut_") or kind == "broker_stall":
             arg = rng.randint(100, 3 * sc.session_ms)
         elif kind == "wall_step":
             arg = rng.randint(-5 * sc.skew_ms, 5 * sc.skew_ms)
@@ -697,6 +723,7 @@ def shrink(
             "cut_coord",
             "cut_produce",
             "cut_fetch",
+            "broker_stall",
         ):
             trial = [*current[:i], replace(current[i], arg=current[i].arg // 2), *current[i + 1 :]]
             if not fails(trial):

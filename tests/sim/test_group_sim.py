@@ -13,6 +13,7 @@ from neli._tracker import LeadershipTracker, Transition
 from tests.sim.groupsim import (
     Event,
     Scenario,
+    Simulation,
     TrackerFactory,
     random_events,
     run_schedule,
@@ -144,3 +145,36 @@ def test_printed_trace_parses_back() -> None:
     text = trace(RELAY, 8, events, sim)
     printed = text[text.index("'[") + 1 : text.rindex("]'") + 1]
     assert parse_events(printed) == events
+
+
+def _unled_ms_after(scenario: Scenario, events: list[Event], since_ms: int) -> int:
+    """Simulated ms after ``since_ms`` during which some partition had no leader."""
+    sim = Simulation(scenario, 3, events)
+    unled = [0]
+
+    def watch() -> None:
+        running = [p for p in sim.procs.values() if p.running(sim.now)]
+        if sim.now >= since_ms and any(
+            not any(p.leads(part, sim.now) for p in running) for part in range(scenario.partitions)
+        ):
+            unled[0] += scenario.dt_ms
+
+    sim.on_step = watch
+    sim.run()
+    assert not sim.violations, [str(v) for v in sim.violations]
+    return unled[0]
+
+
+@pytest.mark.parametrize("stall_s", [1, 2, 4])
+def test_a_broker_stall_never_leaves_a_publisher_partition_unled(stall_s: int) -> None:
+    """The common-mode failure of the two publishing groups: their shared broker stalls.
+
+    With the publishers' default (keep leading when isolated), a stall of 1, 2 or 4·S leaves
+    no partition without a leader at any instant; with it off, the same stall of 2·S does (every
+    member's session is lost at once, and each must rejoin and be assigned before it leads).
+    """
+    scenario = replace(PUBLISHERS, duration_ms=40_000)
+    stall = [Event(8_000, "broker_stall", 0, stall_s * scenario.session_ms)]
+    assert _unled_ms_after(scenario, stall, 6_000) == 0
+    if stall_s == 2:
+        assert _unled_ms_after(replace(scenario, keep_leading=False), stall, 6_000) > 0
