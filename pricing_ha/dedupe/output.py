@@ -50,7 +50,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER
+from pricing_ha.dedupe.standby import CHECKPOINT, PROBE, RELEASE, TAKEOVER
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
@@ -84,6 +84,7 @@ class RelayStats:
     rebuild_s: list[float] = field(default_factory=list)
     switches: int = 0
     producer_replacements: int = 0  # wedged output producers replaced (partitions started over)
+    checkpoints: int = 0  # checkpoint records written to prices
 
 
 class RelayOutput:
@@ -310,6 +311,29 @@ class RelayOutput:
             for partition in partitions:
                 self.fences.discard(partition)  # this member's term there is over
         return offsets
+
+    def checkpoint(self, partition: int, view: bytes) -> None:
+        """Append a checkpoint (a standby view of ``prices[partition]``, see
+        :mod:`pricing_ha.dedupe.standby`) after what was emitted there; not waited for."""
+        producer: Producer | ReplaceableProducer[Producer] = self.producer
+        if self.fencing:
+            fence = self.fences.begin(partition)
+            if fence is None:
+                return
+            producer = fence
+        producer.produce(
+            self._cfg.topics.prices,
+            key=None,
+            value=view,
+            partition=partition,
+            headers=[
+                (CONTROL_HEADER, CHECKPOINT),
+                ("relay", self._member.encode()),
+                ("relay_ns", str(time.time_ns()).encode()),
+            ],
+            on_delivery=self._on_delivery,
+        )
+        self.stats.checkpoints += 1
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
         """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""

@@ -64,6 +64,9 @@ _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
 _FENCED_WAIT_S = 0.3
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
+# An owner appends a checkpoint of its standby view to each partition it emits on about this
+# often (when prices arrived since): a member joining reads about this much of prices[k].
+_CHECKPOINT_EVERY_S = 1.0
 
 
 class LeadershipSource(Protocol):
@@ -184,6 +187,8 @@ class RelayWorker(PartitionWorker):
         #: How long a revoked owner may go on emitting if no successor asks for the partition.
         self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
+        self._next_checkpoint = 0.0
+        self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
 
     def start(self) -> None:
         """Start the standby tail, then the worker thread."""
@@ -391,6 +396,27 @@ class RelayWorker(PartitionWorker):
         grace = self._neli.in_grace()
         self._tend_handovers(grace)
         self._tend_grace(grace)
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + _CHECKPOINT_EVERY_S
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        """A checkpoint on each partition this member emits on, if prices came since the last.
+
+        Only an owner writes them (in its transaction, with fencing), so they follow its
+        prices and cost one small record per partition per interval.
+        """
+        for partition in list(self._checkpointed):
+            if partition not in self._terms:
+                del self._checkpointed[partition]
+        for partition in sorted(self._terms):
+            if not self._may_emit(partition):
+                continue
+            got = self.standby.checkpoint(partition, self._checkpointed.get(partition, -1))
+            if got is not None:
+                view, last_data = got
+                self._out.checkpoint(partition, view)
+                self._checkpointed[partition] = last_data
 
     def _tend_handovers(self, grace: frozenset[int]) -> None:
         for partition in list(self._handover):

@@ -13,6 +13,19 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
 * ``release``: the owner of term t stopped emitting on k and every record it produced there was
   acknowledged before this record was written (header ``term`` = t).
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
+* ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
+  record (its value, JSON). Owners write one about every second while prices arrive.
+
+**Starting from a checkpoint.** A view is a fold of the partition's records: the state after
+reading ``[0, position)`` is the same whoever read it. So a member that opens its tail (a
+relay joining or restarting) does not read ``prices`` from its start: it looks for the
+latest checkpoint near each partition's end, takes the view it carries, and reads on from
+that view's ``position``. The start-up read is the records since the latest checkpoint (about
+a second of prices), whatever the topic holds. The search reads back from the reported end in
+growing windows; a partition without a checkpoint in its last :data:`_SEARCH_MAX` records (a
+topic written before checkpoints, or a query that failed) is read from its start, which is
+slower, never wrong. The reported end may lag the data (the embedded broker's does): the
+search then finds an earlier checkpoint, which is as valid.
 
 :class:`Snapshot` is the state of a partition just *before* one of this member's own control
 records (recognised by the ``marker`` header this member's token starts), captured by the tail
@@ -30,24 +43,40 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+import orjson
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 
-__all__ = ["PartitionView", "Snapshot", "StandbyTail", "control_kind"]
+__all__ = ["CHECKPOINT", "PartitionView", "Snapshot", "StandbyTail", "control_kind"]
 
 log = logging.getLogger("pricing_ha.relay")
 
 TAKEOVER = b"takeover"
 RELEASE = b"release"
 PROBE = b"probe"
+CHECKPOINT = b"checkpoint"
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
+_SEARCH_FIRST = 2_048  # records read back from the end to find the latest checkpoint ...
+_SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
+_SEARCH_TIMEOUT_S = 10.0  # one window's read
+_END_QUERY_TIMEOUT_S = 5.0
 
 
 class _Reader(Protocol):
     def assign(self, partitions: list[TopicPartition]) -> None: ...
     def consume(self, num_messages: int, timeout: float) -> list[Message]: ...
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float
+    ) -> tuple[int, int] | None: ...
     def close(self) -> None: ...
 
 
@@ -77,7 +106,10 @@ class PartitionView:
     term: int = -1  # offset of the last takeover marker
     released_term: int = -1  # the term named by the last release marker
     released_at: int = -1  # offset of the last release marker
-    requested_at: int = -1  # offset of the last probe or takeover by another member
+    # member token -> offset of its last probe or takeover, from the last takeover on (what
+    # a reader needs to know whether *another* member asked since its own term; the same
+    # whoever reads it, so that a checkpoint is valid for every reader)
+    requests: dict[str, int] = field(default_factory=dict)
     at_end: bool = False  # reached the end of the partition at least once
     end_mono: float = float("-inf")  # when the tail last reached the end (monotonic)
 
@@ -87,6 +119,54 @@ class PartitionView:
         if self.term < 0 and self.last_data < 0:
             return True  # never owned
         return self.released_term == self.term and self.released_at > self.last_data
+
+    def requested_after(self, offset: int, me: str) -> bool:
+        """Whether a member other than token ``me`` asked for the partition after ``offset``
+        (exact for ``offset`` at or above the last takeover: earlier requests are forgotten
+        when a takeover comes, and a reader asks about its own latest term)."""
+        return any(at > offset and who != me for who, at in self.requests.items())
+
+    def encode(self) -> bytes:
+        """The view as a checkpoint record's value (everything but when it was read)."""
+        return orjson.dumps(
+            {
+                "v": 1,
+                "position": self.position,
+                "high": self.high,
+                "last_data": self.last_data,
+                "term": self.term,
+                "released_term": self.released_term,
+                "released_at": self.released_at,
+                "requests": self.requests,
+            }
+        )
+
+    @classmethod
+    def decode(cls, value: bytes, offset: int) -> PartitionView | None:
+        """The view a checkpoint record at ``offset`` carries; ``None`` if it is not one (a
+        malformed value, or a position above the record itself)."""
+        try:
+            doc = orjson.loads(value)
+            view = cls(
+                position=_int(doc["position"]),
+                high={str(k): _int(v) for k, v in doc["high"].items()},
+                last_data=_int(doc["last_data"]),
+                term=_int(doc["term"]),
+                released_term=_int(doc["released_term"]),
+                released_at=_int(doc["released_at"]),
+                requests={str(k): _int(v) for k, v in doc["requests"].items()},
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError):
+            return None
+        if doc.get("v") != 1 or not 0 <= view.position <= offset:
+            return None
+        return view
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
 
 
 def control_kind(headers: Headers) -> tuple[bytes, dict[str, bytes]] | None:
@@ -124,6 +204,8 @@ class StandbyTail:
         partitions: the topic's partition count.
         token: the prefix of the ``marker`` header of this member's own control records.
         reader: builds the consumer (tests and the simulation pass a fake).
+        resume: start each partition from its latest checkpoint (see the module docstring);
+            ``False`` reads every partition from its start.
     """
 
     def __init__(
@@ -134,11 +216,14 @@ class StandbyTail:
         token: str,
         *,
         reader: Callable[[dict[str, Any]], _Reader] | None = None,
+        resume: bool = True,
     ) -> None:
-        """Create the tail; nothing is read until :meth:`start` (or :meth:`step`)."""
+        """Create the tail; nothing is read until :meth:`start` (or :meth:`open`)."""
+        self._resume = resume
         self._settings = {**settings, "enable.partition.eof": True}
         self._topic = topic
         self._token = token.encode()
+        self._me = token
         self._make = reader or (lambda s: Consumer(s, logger=log))
         self._reader: _Reader | None = None
         self.views = [PartitionView() for _ in range(partitions)]
@@ -146,23 +231,29 @@ class StandbyTail:
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-standby", daemon=True)
-        #: Records read, for the standby's cost.
+        #: Records read, for the standby's cost (the checkpoint search included).
         self.records = 0
+        #: Partitions started from a checkpoint when the tail opened: partition -> its position.
+        self.resumed: dict[int, int] = {}
         self.error: BaseException | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create the consumer and assign every partition from its start."""
+        """Create the consumer; assign every partition from its latest checkpoint (when
+        resuming and one is found), else from its start."""
+        starts = self._from_checkpoints() if self._resume else {}
         reader = self._make(self._settings)
         reader.assign(
-            [TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in range(len(self.views))]
+            [
+                TopicPartition(self._topic, p, starts.get(p, OFFSET_BEGINNING))
+                for p in range(len(self.views))
+            ]
         )
         self._reader = reader
 
     def start(self) -> None:
-        """Open, then tail in the background."""
-        self.open()
+        """Open and tail, in the background (the checkpoint search may take a few reads)."""
         self._thread.start()
 
     def close(self) -> None:
@@ -176,6 +267,7 @@ class StandbyTail:
 
     def _run(self) -> None:
         try:
+            self.open()
             while not self._stop.is_set():
                 self.step(0.05)
         except BaseException as exc:
@@ -183,6 +275,83 @@ class StandbyTail:
             log.exception("the standby tail of %s failed", self._topic)
             with self._changed:
                 self._changed.notify_all()
+
+    # -- the checkpoint search ----------------------------------------------------------------
+
+    def _from_checkpoints(self) -> dict[int, int]:
+        """Find each partition's latest checkpoint; adopt its view; return where to read on."""
+        started = time.monotonic()
+        reader = self._make({**self._settings, "client.id": "relay-standby-search"})
+        try:
+            ranges: dict[int, tuple[int, int, int]] = {}  # p -> (low, window start, end)
+            for p in range(len(self.views)):
+                try:
+                    got = reader.get_watermark_offsets(
+                        TopicPartition(self._topic, p), timeout=_END_QUERY_TIMEOUT_S
+                    )
+                except KafkaException as exc:
+                    log.info("partition %d's end is unknown (%s): read from its start", p, exc)
+                    continue
+                if got is not None and got[1] > got[0]:
+                    low, high = got
+                    ranges[p] = (low, max(low, high - _SEARCH_FIRST), high)
+            found: dict[int, PartitionView] = {}
+            window = _SEARCH_FIRST
+            while ranges and not self._stop.is_set():
+                found |= self._search(reader, {p: r[1:] for p, r in ranges.items()})
+                window *= 4
+                if window > _SEARCH_MAX:
+                    break
+                ranges = {
+                    p: (low, max(low, start - window), start)
+                    for p, (low, start, _) in ranges.items()
+                    if p not in found and start > low
+                }
+        finally:
+            reader.close()
+        with self._changed:
+            for p, view in found.items():
+                self.views[p] = view
+                self.resumed[p] = view.position
+        log.info(
+            "standby of %s: partitions %s resume from checkpoints, the others are read from "
+            "their start (the search read %d records in %.2f s)",
+            self._topic,
+            sorted(found),
+            self.records,
+            time.monotonic() - started,
+        )
+        return {p: view.position for p, view in found.items()}
+
+    def _search(
+        self, reader: _Reader, ranges: dict[int, tuple[int, int]]
+    ) -> dict[int, PartitionView]:
+        """The latest checkpoint in ``[start, end)`` of each partition in ``ranges``."""
+        reader.assign([TopicPartition(self._topic, p, lo) for p, (lo, _) in ranges.items()])
+        pending = {p for p, (lo, hi) in ranges.items() if hi > lo}
+        found: dict[int, PartitionView] = {}
+        deadline = time.monotonic() + _SEARCH_TIMEOUT_S
+        while pending and time.monotonic() < deadline and not self._stop.is_set():
+            for msg in reader.consume(500, 0.2):
+                p, offset = msg.partition(), msg.offset()
+                if p not in pending or offset is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(p)
+                    continue
+                self.records += 1
+                if offset >= ranges[p][1] - 1:
+                    pending.discard(p)
+                if offset >= ranges[p][1]:
+                    continue
+                control = control_kind(msg.headers())
+                if control is not None and control[0] == CHECKPOINT:
+                    view = PartitionView.decode(msg.value() or b"", offset)
+                    if view is not None:
+                        found[p] = view
+        return found
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -227,15 +396,24 @@ class StandbyTail:
             view.last_data = offset
             return
         kind, values = control
-        if values.get("marker", b"").startswith(self._token):
+        if kind != CHECKPOINT:  # a checkpoint copies some member's view below it: nothing new
+            self._apply_control(partition, offset, kind, values)
+
+    def _apply_control(
+        self, partition: int, offset: int, kind: bytes, values: dict[str, bytes]
+    ) -> None:
+        view = self.views[partition]
+        marker = values.get("marker", b"")
+        if marker.startswith(self._token):
             captures = self._captures[partition]
             captures[offset] = Snapshot(offset, dict(view.high), view.clean)
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
-        elif kind in (TAKEOVER, PROBE):
-            view.requested_at = offset
         if kind == TAKEOVER:
             view.term = offset
+            view.requests.clear()
+        if kind in (TAKEOVER, PROBE):
+            view.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
         elif kind == RELEASE:
             term = values.get("term", b"")
             view.released_term = int(term) if term.isdigit() else -2
@@ -306,7 +484,7 @@ class StandbyTail:
             fresh = view.end_mono
             if read_as_of is not None:
                 fresh = max(fresh, read_as_of(partition, view.position))
-            return view.requested_at <= offset and time.monotonic() - fresh < fresh_s
+            return not view.requested_after(offset, self._me) and time.monotonic() - fresh < fresh_s
 
     def caught_up(self, partition: int) -> bool:
         """Whether the tail has reached the end of ``partition`` at least once (a member that
@@ -315,10 +493,20 @@ class StandbyTail:
             return self.views[partition].at_end
 
     def requested_after(self, partition: int, offset: int) -> bool:
-        """Whether someone asked for ``partition`` (a probe or takeover marker) after ``offset``,
-        as far as the tail has read."""
+        """Whether another member asked for ``partition`` (a probe or takeover marker) after
+        ``offset``, as far as the tail has read."""
         with self._changed:
-            return self.views[partition].requested_at > offset
+            return self.views[partition].requested_after(offset, self._me)
+
+    def checkpoint(self, partition: int, since_data: int) -> tuple[bytes, int] | None:
+        """The view of ``partition`` as a checkpoint record's value, and its ``last_data``;
+        ``None`` unless the tail has read a price after offset ``since_data`` (nothing new to
+        checkpoint) and reached the partition's end at least once."""
+        with self._changed:
+            view = self.views[partition]
+            if not view.at_end or view.last_data <= since_data:
+                return None
+            return view.encode(), view.last_data
 
     def problem(self) -> str | None:
         """Why the standby is not ready (not yet at the end of every partition), or ``None``."""

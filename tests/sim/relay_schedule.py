@@ -24,6 +24,7 @@ from pricing_ha.dedupe import relay_worker as relay_mod
 from pricing_ha.dedupe import standby as standby_mod
 from pricing_ha.dedupe.output import RelayStats
 from pricing_ha.dedupe.relay import RelayClients, RelayWorker
+from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
 from pricing_ha.member import worker as worker_mod
 from pricing_ha.publishing.pricing import Price, encode_price
@@ -69,14 +70,17 @@ class Outcome:
     ghost_violations: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
     stuck: str | None = None
+    resume_mismatches: list[str] = field(default_factory=list)
+    resumed: int = 0  # partitions a fresh tail started from a checkpoint at the end
     relayed: int = 0
     takeovers: int = 0
     trace: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
-        """A duplicate or out-of-order seq, a loss, or a relay that never drained."""
-        return bool(self.violations or self.losses or self.stuck)
+        """A duplicate or out-of-order seq, a loss, a relay that never drained, or a tail
+        resumed from checkpoints that differs from one that read ``prices`` from its start."""
+        return bool(self.violations or self.losses or self.stuck or self.resume_mismatches)
 
 
 # -- the schedule ---------------------------------------------------------------------------
@@ -285,6 +289,43 @@ def build(
     return world, workers
 
 
+def _read_all(world: World, name: str, *, resume: bool) -> StandbyTail:
+    """A fresh standby tail of member ``name`` that has read ``prices`` to its end."""
+    world.faults[name] = Faults()
+    tail = StandbyTail(
+        {},
+        world.prices,
+        world.partitions,
+        f"{name}/",
+        reader=lambda _s: FakeReader(world, name),
+        resume=resume,
+    )
+    tail.open()
+    ends = [len(records) for records in world.topic(world.prices)]
+    for _ in range(sum(ends) + 10):
+        if all(v.position >= end for v, end in zip(tail.views, ends, strict=True)):
+            break
+        tail.step(0)
+    return tail
+
+
+def compare_resumed(world: World) -> tuple[list[str], int]:
+    """A member joining now resumes from checkpoints: its views must equal those of a member
+    that read ``prices`` from the start. Returns the differences and how many partitions
+    resumed from a checkpoint."""
+    resumed = _read_all(world, "joiner", resume=True)
+    full = _read_all(world, "reader", resume=False)
+    keys = ("position", "high", "last_data", "term", "released_term", "released_at", "requests")
+    out = [
+        f"prices[{p}] resumed from {resumed.resumed.get(p)}: {key} {getattr(a, key)!r}, "
+        f"read from the start: {getattr(b, key)!r}"
+        for p, (a, b) in enumerate(zip(resumed.views, full.views, strict=True))
+        for key in keys
+        if getattr(a, key) != getattr(b, key)
+    ]
+    return out, len(resumed.resumed)
+
+
 def _clients(world: World, name: str) -> RelayClients:
     """Fake clients for member ``name`` (typed as the real ones: the fakes are duck-typed)."""
 
@@ -423,6 +464,8 @@ def run(
             missing = sorted(seqs - checker.seen.get(instrument, set()))
             if missing:
                 outcome.losses.append(f"{instrument}: seqs {missing} never reached prices")
+        with simulated_time(world.clock):
+            outcome.resume_mismatches, outcome.resumed = compare_resumed(world)
     outcome.relayed = sum(w.stats.relayed for w in workers.values())
     outcome.takeovers = sum(w.stats.takeovers for w in workers.values())
     outcome.trace = world.trace
@@ -449,7 +492,11 @@ def shrink(outcome: Outcome, *, ghosts: bool = False, budget: int = 300) -> Outc
 
 
 def _same_kind(a: Outcome, b: Outcome) -> bool:
-    return bool(a.violations) == bool(b.violations) and bool(a.losses) == bool(b.losses)
+    return (
+        bool(a.violations) == bool(b.violations)
+        and bool(a.losses) == bool(b.losses)
+        and bool(a.resume_mismatches) == bool(b.resume_mismatches)
+    )
 
 
 def report(outcome: Outcome) -> str:
@@ -464,6 +511,7 @@ def report(outcome: Outcome) -> str:
         *outcome.violations[:5],
         *outcome.losses[:5],
         *([outcome.stuck] if outcome.stuck else []),
+        *outcome.resume_mismatches[:5],
         f'replay: RELAY_SIM_SEED={outcome.seed} RELAY_SIM_STEPS="{outcome.steps!r}" '
         f"RELAY_SIM_FENCING={outcome.fencing} "
         ".venv/bin/pytest tests/sim/test_relay_sim.py -k replay -s",

@@ -270,10 +270,13 @@ class FakeReader:
         self._eof_sent: dict[int, bool] = {}
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        """Read every partition from its start."""
-        for tp in partitions:
-            self.positions[tp.partition] = 0
-            self._eof_sent[tp.partition] = False
+        """Read exactly ``partitions``, each from its offset (a logical offset: the start)."""
+        self.positions = {tp.partition: max(0, tp.offset) for tp in partitions}
+        self._eof_sent = dict.fromkeys(self.positions, False)
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float) -> tuple[int, int]:
+        """The partition's first and next offsets."""
+        return 0, len(self._world.logs[self._world.prices][partition.partition])
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         """What was appended since, then one end-of-partition event per partition at its end."""

@@ -81,6 +81,8 @@ def test_no_duplicate_no_loss_over_random_fail_overs(fencing: str) -> None:
     # The schedules did exercise the relay: prices flowed, partitions changed hands.
     assert sum(o.relayed for o in outcomes) > 50 * len(outcomes)
     assert sum(o.takeovers for o in outcomes) > 3 * len(outcomes)
+    # ... and owners wrote checkpoints that a member joining at the end resumed from.
+    assert sum(o.resumed for o in outcomes) > len(outcomes)
 
 
 @pytest.mark.skipif("RELAY_SIM_STEPS" not in os.environ, reason="replays RELAY_SIM_STEPS")

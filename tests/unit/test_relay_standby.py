@@ -5,9 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, StandbyTail, control_kind
+from pricing_ha.dedupe.standby import (
+    CHECKPOINT,
+    PROBE,
+    RELEASE,
+    TAKEOVER,
+    StandbyTail,
+    control_kind,
+)
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.publishing.pricing import Price, encode_price
 
@@ -24,6 +31,7 @@ class Log:
         self.eof_sent = [False] * partitions
         self.assigned: list[TopicPartition] = []
         self.closed = False
+        self.end_error: Exception | None = None
 
     def append(self, partition: int, **fields: Any) -> int:
         """Append a record; returns its offset."""
@@ -52,8 +60,18 @@ class Log:
     # -- the reader surface -------------------------------------------------------------------
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        """Remember the assignment."""
+        """Serve exactly ``partitions``, each from its offset (a logical offset: the start)."""
         self.assigned = partitions
+        wanted = {tp.partition: max(0, tp.offset) for tp in partitions}
+        for p in range(len(self.records)):
+            self.served[p] = wanted.get(p, len(self.records[p]))
+            self.eof_sent[p] = p not in wanted
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float) -> tuple[int, int]:
+        """The partition's first and next offsets (or the error set in ``end_error``)."""
+        if self.end_error is not None:
+            raise self.end_error
+        return 0, len(self.records[partition.partition])
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         """Everything not served yet, then an end-of-partition event per partition."""
@@ -75,10 +93,18 @@ class Log:
         self.closed = True
 
 
-def tail_of(log: Log) -> StandbyTail:
-    tail = StandbyTail({}, "prices", len(log.records), TOKEN, reader=lambda _s: log)
+def tail_of(log: Log, *, token: str = TOKEN, resume: bool = False) -> StandbyTail:
+    tail = StandbyTail({}, "prices", len(log.records), token, reader=lambda _s: log, resume=resume)
     tail.open()
     return tail
+
+
+def read_to_end(tail: StandbyTail, log: Log) -> None:
+    for _ in range(1000):
+        if all(v.position >= len(r) for v, r in zip(tail.views, log.records, strict=True)):
+            return
+        tail.step(0)
+    raise AssertionError("the tail did not reach the end")
 
 
 def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:
@@ -237,3 +263,102 @@ def test_requested_after_sees_probes_and_takeovers_after_a_term_only() -> None:
     assert tail.requested_after(0, term)
     tail.views[0].end_mono -= 5.0  # staleness does not matter: it was asked
     assert tail.requested_after(0, term)
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+
+
+def _history(log: Log, partition: int, start: int, n: int) -> None:
+    for seq in range(start, start + n):
+        log.price(partition, "EURUSD" if seq % 2 else "GBPUSD", seq)
+
+
+def _checkpoint(log: Log, partition: int, writer: StandbyTail) -> int:
+    got = writer.checkpoint(partition, -1)
+    assert got is not None
+    headers = [(CONTROL_HEADER, CHECKPOINT), ("relay", b"r2")]
+    return log.append(partition, key=None, value=got[0], headers=headers)
+
+
+def test_a_joining_tail_resumes_from_the_latest_checkpoint_and_agrees_with_a_full_read() -> None:
+    log = Log(2)
+    log.control(0, TAKEOVER, "r2/xyz:1")
+    _history(log, 0, 1, 5_000)
+    writer = tail_of(log, token="r2/xyz")
+    read_to_end(writer, log)
+    _checkpoint(log, 0, writer)  # an early one: the search must take the latest
+    _history(log, 0, 5_001, 3_000)
+    log.control(0, PROBE, "r3/qqq:1")
+    read_to_end(writer, log)
+    position = writer.views[0].position
+    _checkpoint(log, 0, writer)
+    _history(log, 0, 8_001, 50)  # after the checkpoint
+    _history(log, 1, 1, 20)  # a partition without any checkpoint: read from its start
+
+    joiner = tail_of(log, token="r1/new", resume=True)
+    assert joiner.resumed == {0: position}
+    read_to_end(joiner, log)
+    full = tail_of(log, token="r1/full")
+    read_to_end(full, log)
+    for mine, theirs in zip(joiner.views, full.views, strict=True):
+        assert (mine.high, mine.last_data, mine.term, mine.requests) == (
+            theirs.high,
+            theirs.last_data,
+            theirs.term,
+            theirs.requests,
+        )
+    assert joiner.views[0].high == {"EURUSD": 8_049, "GBPUSD": 8_050}
+    # The search read back 2,048 records and the tail the ~50 after the checkpoint, not 8,000.
+    assert joiner.records < 2_048 + 100 + 20 + 10
+    # Another member (r3) asked after r2's term, as the full read also says.
+    assert joiner.requested_after(0, 0)
+
+
+def test_a_malformed_checkpoint_is_skipped_for_an_earlier_one() -> None:
+    log = Log(1)
+    _history(log, 0, 1, 100)
+    writer = tail_of(log, token="r2/xyz")
+    read_to_end(writer, log)
+    _checkpoint(log, 0, writer)
+    _history(log, 0, 101, 10)
+    log.append(0, key=None, value=b"{not json", headers=[(CONTROL_HEADER, CHECKPOINT)])
+    log.append(
+        0,
+        key=None,
+        value=b'{"v": 1, "position": 99999, "high": {}, "last_data": 0, '
+        b'"term": -1, "released_term": -1, "released_at": -1, "requests": {}}',
+        headers=[(CONTROL_HEADER, CHECKPOINT)],
+    )  # a position above itself
+    joiner = tail_of(log, token="r1/new", resume=True)
+    assert joiner.resumed == {0: 100}
+    read_to_end(joiner, log)
+    assert joiner.views[0].high == {"EURUSD": 109, "GBPUSD": 110}
+
+
+def test_an_unknown_end_reads_the_partition_from_its_start() -> None:
+    log = Log(1)
+    _history(log, 0, 1, 100)
+    writer = tail_of(log, token="r2/xyz")
+    read_to_end(writer, log)
+    _checkpoint(log, 0, writer)
+    log.end_error = KafkaException(KafkaError(KafkaError._TIMED_OUT))
+    joiner = tail_of(log, token="r1/new", resume=True)
+    assert joiner.resumed == {}
+    read_to_end(joiner, log)
+    assert joiner.views[0].high == {"EURUSD": 99, "GBPUSD": 100}
+    assert joiner.records >= 100
+
+
+def test_checkpoints_are_offered_only_when_prices_came_since_the_last() -> None:
+    log = Log(1)
+    tail = tail_of(log)
+    assert tail.checkpoint(0, -1) is None  # not at the end yet
+    read_to_end(tail, log)
+    tail.step(0)
+    assert tail.checkpoint(0, -1) is None  # no price at all
+    _history(log, 0, 1, 3)
+    read_to_end(tail, log)
+    got = tail.checkpoint(0, -1)
+    assert got is not None
+    assert got[1] == 2
+    assert tail.checkpoint(0, got[1]) is None
