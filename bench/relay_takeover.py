@@ -272,12 +272,15 @@ class Rounds:
         }
 
 
-def run(bootstrap: str, rounds: int, members: int, hz: float, retained: int) -> dict[str, Any]:
+def run(
+    bootstrap: str, rounds: int, members: int, hz: float, retained: int, *, fencing: str
+) -> dict[str, Any]:
     """The rounds on one cluster (``prices`` preloaded with ``retained``); returns the figures."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-relay-takeover-"))
     rows: list[dict[str, Any]] = []
     with ProcessGroup(workdir / "logs") as procs:
         c = PricingCluster(procs, bootstrap, workdir)
+        c.env["PRICING_HA__RELAY__FENCING"] = fencing
         c.create_topics()
         loaded = preload(bootstrap, c.topics["prices"], c.partitions, retained)
         c = start_pipeline(procs, bootstrap, workdir, members, cluster=c)
@@ -354,6 +357,9 @@ def main() -> None:
     parser.add_argument(
         "--retained", default="0,1000000", help="records preloaded on prices, one cluster each"
     )
+    parser.add_argument(
+        "--fencing", choices=("none", "transactions"), default=AppConfig().relay.fencing
+    )
     parser.add_argument("--out", type=Path, default=None, help="write here instead")
     args = parser.parse_args()
     # SIGTERM unwinds (stopping every process started) instead of killing this process alone.
@@ -375,6 +381,7 @@ def main() -> None:
             "relay_threshold_ms": relay.threshold_ms,
             "relay_clock_skew_ms": relay.clock_skew_ms,
             "relay_pulse_interval_ms": relay.pulse_interval_ms,
+            "relay_fencing": args.fencing,
             "goals_s": {
                 "kill_p99": goal_crash_s,
                 "sigterm_and_join_max": round(2 / args.hz, 3),
@@ -392,7 +399,12 @@ def main() -> None:
         print(f"cluster with {retained} records retained on prices", flush=True)
         with EmbeddedBroker() as broker:
             figures["by_retained"][str(retained)] = run(
-                broker.bootstrap, args.rounds, args.members, args.hz, retained
+                broker.bootstrap,
+                args.rounds,
+                args.members,
+                args.hz,
+                retained,
+                fencing=args.fencing,
             )
     figures["wall_time_s"] = round(time.monotonic() - began, 1)
     write("relay_takeover", figures, args.out)

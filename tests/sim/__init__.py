@@ -27,7 +27,8 @@ What is checked, at every simulated step of 25 ms (``check_interval_ms``), in ev
   Joins and clean leaves (rolling restarts) are not faults: they must never leave a gap.
 
 The assumptions the invariants depend on (the simulation enforces each, and
-``test_assumptions_are_needed`` shows that dropping the frozen-clock one breaks exclusivity):
+``test_a_frozen_monotonic_clock_needs_the_wall_clock_stall_guard`` shows that dropping the
+frozen-clock one breaks exclusivity):
 
 1. Wall clocks: every member's wall clock is within e/2 of true time, so any two differ by at
    most e; steps of the wall clock keep within that bound (exclusive full variant). Non-exclusive
@@ -51,6 +52,11 @@ The assumptions the invariants depend on (the simulation enforces each, and
    member's first query after a pause may come before anything else it does (see above).
 7. Leadership is asked right before acting (``neli``'s "When leadership ends"); the checks
    bound when ``leads()`` is true, not how long an action takes afterwards.
+8. A broker stall stops the coordinator's clock for sessions with it: a coordinator that was
+   paused, or one that takes the group over after a move, does not expire a member for the
+   time it could not hear it (Kafka's new coordinator starts every member's session afresh
+   when it loads the group). Members' own clocks run on through the stall, so their session
+   timers and heartbeat views see it (assumption 4).
 
 Run more schedules with ``NELI_SIM_SCHEDULES=20000 .venv/bin/pytest tests/sim`` (per scenario;
 ``NELI_SIM_SEED`` shifts the seeds). A failing schedule is shrunk and printed with a command that
