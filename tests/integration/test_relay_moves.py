@@ -96,11 +96,6 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
     wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
     cluster.relay("r2")
     wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
-    # r1 checkpointed the partitions it emits on: r2's standby started from them, not from
-    # the start of prices.
-    joined = cluster.members["relay-r2"].log_path.read_text()
-    assert "resume from checkpoints" in joined
-    assert "partitions [] resume" not in joined, "r2 found no checkpoint at all"
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     r1.kill()
