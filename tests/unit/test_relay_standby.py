@@ -314,12 +314,18 @@ def test_a_joining_tail_resumes_from_the_latest_checkpoint_and_agrees_with_a_ful
     assert joiner.requested_after(0, 0)
 
 
-def test_a_malformed_checkpoint_is_skipped_for_an_earlier_one() -> None:
+def _checkpointed_after_100() -> Log:
+    """One partition: 100 prices, then a checkpoint another member wrote at offset 100."""
     log = Log(1)
     _history(log, 0, 1, 100)
     writer = tail_of(log, token="r2/xyz")
     read_to_end(writer, log)
     _checkpoint(log, 0, writer)
+    return log
+
+
+def test_a_malformed_checkpoint_is_skipped_for_an_earlier_one() -> None:
+    log = _checkpointed_after_100()
     _history(log, 0, 101, 10)
     log.append(0, key=None, value=b"{not json", headers=[(CONTROL_HEADER, CHECKPOINT)])
     log.append(
@@ -336,11 +342,7 @@ def test_a_malformed_checkpoint_is_skipped_for_an_earlier_one() -> None:
 
 
 def test_an_unknown_end_reads_the_partition_from_its_start() -> None:
-    log = Log(1)
-    _history(log, 0, 1, 100)
-    writer = tail_of(log, token="r2/xyz")
-    read_to_end(writer, log)
-    _checkpoint(log, 0, writer)
+    log = _checkpointed_after_100()
     log.end_error = KafkaException(KafkaError(KafkaError._TIMED_OUT))
     joiner = tail_of(log, token="r1/new", resume=True)
     assert joiner.resumed == {}
