@@ -1,0 +1,237 @@
+"""Rows/s of the pipeline's ingest (``pricing-ha pipeline ingest --until-end``) from the topics,
+against a plain confluent-kafka consumer reading the same records in the same run.
+
+An embedded broker gets ``--rows`` records over ``md.quotes``, ``prices.raw`` and ``prices``
+(4 partitions each, 100 instruments; per source seq one quote, two raw prices with the
+publishers' headers and one price, as the service writes them). Producing is not timed. Then:
+
+* **reference**: one consumer assigned every partition of the three topics from the start
+  reads to the end (records counted, values not decoded): what the broker can hand out;
+* **spark**: :func:`pricing_ha.pipeline.jobs.ingest_batch` in a child process (``local[2]``),
+  the SparkSession timed apart from the ingest; the Parquet written is read back and counted.
+
+The question answered: does ingest keep up with the service? Each deduplicated price is four
+records on those topics, so ingest must land 4 × the service's highest sustained price rate
+(``--service-prices-per-s``; the README's figure) per second.
+
+Run: ``.venv/bin/python bench/pipeline_ingest.py`` (1M records). Fewer than 1M is a smoke run:
+its JSON goes to a temporary file, never to bench/results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write
+from _pipeline import code_version, foreign_processes
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pipeline_availability import _peak_rss_mib
+
+from pricing_ha.config import AppConfig, BrokerConfig
+from pricing_ha.kafka.topics import create_topics
+from pricing_ha.local.broker import EmbeddedBroker
+
+INSTRUMENTS = 100
+RECORDS_PER_PRICE = 4  # a quote, two raw copies, one deduplicated price
+_SMOKE_BELOW = 1_000_000
+_T0_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+
+
+def _config(bootstrap: str) -> AppConfig:
+    return AppConfig(broker=BrokerConfig(bootstrap_servers=bootstrap))
+
+
+def produce(cfg: AppConfig, rows: int) -> int:
+    """About ``rows`` records over the three topics, as the service writes them."""
+    t = cfg.topics
+    parts = cfg.topics.partitions
+    producer = Producer(
+        {"bootstrap.servers": cfg.broker.bootstrap_servers, "linger.ms": 20, "acks": "all"}
+    )
+    n = 0
+    for s in range(1, max(1, rows // (RECORDS_PER_PRICE * INSTRUMENTS)) + 1):
+        for i in range(INSTRUMENTS):
+            inst, part = f"I{i:03d}".encode(), i % parts
+            src = _T0_NS + s * 100_000_000 + i * 1000
+            quote = b'{"ask":1.2,"bid":1.0,"instrument":"%s","seq":%d,"source_time_ns":%d}' % (
+                inst,
+                s,
+                src,
+            )
+            price = (
+                b'{"ask":1.3,"bid":0.9,"instrument":"%s","mid":1.1,"seq":%d,"source_time_ns":%d}'
+                % (inst, s, src)
+            )
+            out = [(t.quotes, quote, [])]
+            for g, lag in ((b"p1", 2_000_000), (b"p2", 3_000_000)):
+                headers = [
+                    ("seq", b"%d" % s),
+                    ("group", g),
+                    ("member", b"a"),
+                    ("publish_ns", b"%d" % (src + lag)),
+                ]
+                out.append((t.raw, price, headers))
+            out.append((t.prices, price, [("relay", b"r1"), ("relay_ns", b"%d" % (src + 5_000_000))]))
+            for topic, value, headers in out:
+                while True:
+                    try:
+                        producer.produce(topic, value, inst, partition=part, headers=headers)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                n += 1
+        producer.poll(0)
+    if producer.flush(60) != 0:
+        raise RuntimeError("records left unacknowledged after 60 s")
+    return n
+
+
+def reference(cfg: AppConfig, expected: int) -> dict[str, Any]:
+    """A plain consumer reading every record of the three topics from the start."""
+    t = cfg.topics
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cfg.broker.bootstrap_servers,
+            "group.id": "bench-ingest-reference",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    tps = [
+        TopicPartition(topic, p, OFFSET_BEGINNING)
+        for topic in (t.quotes, t.raw, t.prices)
+        for p in range(t.partitions)
+    ]
+    consumer.assign(tps)
+    start = time.perf_counter()
+    n, eof = 0, 0
+    while eof < len(tps) and time.perf_counter() - start < 600:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is None:
+                n += 1
+            elif msg.error().code() == -191:  # _PARTITION_EOF
+                eof += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {
+        "s": round(elapsed, 2),
+        "records": n,
+        "complete": n == expected,
+        "rows_per_s": round(n / elapsed),
+    }
+
+
+def run_spark(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
+    """``ingest_batch`` into ``out`` (in this process), then the landed rows counted."""
+    from pricing_ha.pipeline.jobs import ingest_batch
+    from pricing_ha.pipeline.session import spark_session
+
+    t = time.perf_counter()
+    spark = spark_session(master, app_name="bench-pipeline-ingest")
+    session_s = time.perf_counter() - t
+    t = time.perf_counter()
+    written = ingest_batch(spark, _config(bootstrap), out)
+    ingest_s = time.perf_counter() - t
+    landed = spark.read.parquet(str(out / "records")).count()
+    spark.stop()
+    return {
+        "session_s": round(session_s, 2),
+        "ingest_s": round(ingest_s, 2),
+        "written": written,
+        "landed": landed,
+    }
+
+
+def spark_child(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
+    """:func:`run_spark` in a fresh interpreter; its figures plus its peak memory."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", bootstrap, "--master", master, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, _peak_rss_mib(proc.pid))
+        time.sleep(0.2)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"spark ingest failed ({proc.returncode})")
+    figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    figures["peak_rss_mib"] = peak
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--service-prices-per-s",
+        type=float,
+        default=7200.0,
+        help="the service's highest sustained deduplicated price rate (README)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_spark(args.child, args.master, args.out)))
+        return
+    load_before = round(os.getloadavg()[0], 2)
+    foreign = foreign_processes()
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp, EmbeddedBroker(
+        log_dir=Path(tmp)
+    ) as broker:
+        cfg = _config(broker.bootstrap)
+        create_topics(AdminClient({"bootstrap.servers": broker.bootstrap}), cfg)
+        t = time.perf_counter()
+        n = produce(cfg, args.rows)
+        print(f"{n} records produced in {time.perf_counter() - t:.1f} s", flush=True)
+        ref = reference(cfg, n)
+        print(f"reference: {ref}", flush=True)
+        spark = spark_child(broker.bootstrap, args.master, Path(tmp) / "landed")
+        print(f"spark: {spark}", flush=True)
+    needed = RECORDS_PER_PRICE * args.service_prices_per_s
+    spark_rate = round(spark["written"] / spark["ingest_s"])
+    figures = {
+        "setup": {
+            "broker": "embedded Tansu (memory storage), one process",
+            "topics": "md.quotes, prices.raw, prices; 4 partitions each",
+            "instruments": INSTRUMENTS,
+            "master": args.master,
+            "code": code_version(),
+            "load_average_1m_before": load_before,
+            "foreign_processes_before": foreign,
+        },
+        "records": n,
+        "reference_consumer": ref,
+        "spark_ingest": {**spark, "rows_per_s": spark_rate, "complete": spark["landed"] == n},
+        "spark_vs_reference_rate": round(spark_rate / ref["rows_per_s"], 3),
+        "keeps_up": {
+            "service_prices_per_s": args.service_prices_per_s,
+            "records_per_s_needed": needed,
+            "headroom": round(spark_rate / needed, 2),
+        },
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+    }
+    smoke = args.rows < _SMOKE_BELOW
+    path = Path(tempfile.gettempdir()) / "pipeline_ingest.smoke.json" if smoke else None
+    write("pipeline_ingest", figures, path)
+    if smoke:
+        print(f"smoke run (< {_SMOKE_BELOW} rows): nothing written to bench/results")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main()
