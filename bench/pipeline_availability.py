@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _common import write
+from _pipeline import code_version, foreign_processes
 
 INSTRUMENTS = 100
 TOPICS = {"quotes": "md.quotes", "raw": "prices.raw", "prices": "prices"}
@@ -231,6 +232,8 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
+    load_before = round(os.getloadavg()[0], 2)
+    foreign = foreign_processes()
     runs = []
     for rows in args.rows:
         with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
@@ -249,7 +252,15 @@ def main() -> None:
         print(json.dumps(run), flush=True)
         runs.append(run)
     smoke = min(args.rows) < _SMOKE_BELOW
-    figures = {"master": args.master, "instruments": INSTRUMENTS, "runs": runs}
+    figures = {
+        "master": args.master,
+        "instruments": INSTRUMENTS,
+        "code": code_version(),
+        "load_average_1m_before": load_before,
+        "foreign_processes_before": foreign,
+        "runs": runs,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+    }
     path = Path(tempfile.gettempdir()) / "pipeline_availability.smoke.json" if smoke else None
     write("pipeline_availability", figures, path)
     if smoke:
