@@ -11,7 +11,7 @@ publishers' headers and one price, as the service writes them). Producing is not
   the SparkSession timed apart from the ingest; the Parquet written is read back and counted.
 
 The question answered: does ingest keep up with the service? Each deduplicated price is four
-records on those topics, so ingest must land 4 × the service's highest sustained price rate
+records on those topics, so ingest must land 4 times the service's highest sustained price rate
 (``--service-prices-per-s``; the README's figure) per second.
 
 Run: ``.venv/bin/python bench/pipeline_ingest.py`` (1M records). Fewer than 1M is a smoke run:
@@ -82,7 +82,8 @@ def produce(cfg: AppConfig, rows: int) -> int:
                     ("publish_ns", b"%d" % (src + lag)),
                 ]
                 out.append((t.raw, price, headers))
-            out.append((t.prices, price, [("relay", b"r1"), ("relay_ns", b"%d" % (src + 5_000_000))]))
+            relayed = [("relay", b"r1"), ("relay_ns", b"%d" % (src + 5_000_000))]
+            out.append((t.prices, price, relayed))
             for topic, value, headers in out:
                 while True:
                     try:
@@ -190,9 +191,10 @@ def main() -> None:
         return
     load_before = round(os.getloadavg()[0], 2)
     foreign = foreign_processes()
-    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp, EmbeddedBroker(
-        log_dir=Path(tmp)
-    ) as broker:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp,
+        EmbeddedBroker(log_dir=Path(tmp)) as broker,
+    ):
         cfg = _config(broker.bootstrap)
         create_topics(AdminClient({"bootstrap.servers": broker.bootstrap}), cfg)
         t = time.perf_counter()

@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
@@ -36,6 +37,7 @@ from pricing_ha.pipeline.kafka_source import (
     KAFKA_COLUMNS,
     KafkaDataSource,
     builtin_kafka_available,
+    msk_iam_options,
     read_topics,
 )
 
@@ -62,7 +64,28 @@ def _topics(cfg: AppConfig) -> list[str]:
 
 
 def _kafka_options(cfg: AppConfig) -> dict[str, str]:
-    return {k: str(v) for k, v in cfg.broker.librdkafka.items()}
+    """The client settings the configuration adds (TLS, SASL...) as Spark reader options.
+
+    With MSK IAM they are left to :func:`msk_iam_options` (the Java source names them
+    differently, and the token callback is not text).
+    """
+    if cfg.broker.auth == "msk_iam":
+        return {}
+    return {
+        k: str(v)
+        for k, v in cfg.broker.client_config().items()
+        if k != "bootstrap.servers" and not callable(v)
+    }
+
+
+def _region(cfg: AppConfig) -> str | None:
+    return cfg.broker.aws_region if cfg.broker.auth == "msk_iam" else None
+
+
+def _driver_settings(cfg: AppConfig) -> dict[str, Any]:
+    """The driver's own consumers (start and end offsets): the service's client settings,
+    token callback included."""
+    return consumer_settings(cfg.broker.bootstrap_servers, cfg.broker.client_config())
 
 
 def _landed(records: DataFrame) -> DataFrame:
@@ -87,11 +110,12 @@ def ingest_batch(spark: SparkSession, cfg: AppConfig, out: Path) -> int:
     current end of each topic; returns the number of records written."""
     state = out / "_ingest" / "offsets.json"
     _one_mode(out, streaming=False)
-    settings = consumer_settings(cfg.broker.bootstrap_servers, cfg.broker.librdkafka)
+    settings = _driver_settings(cfg)
     topics = _topics(cfg)
     start = json.loads(state.read_text()) if state.exists() else start_offsets(settings, topics)
     end = end_offsets(settings, topics)
-    if builtin_kafka_available(spark):
+    builtin = builtin_kafka_available(spark)
+    if builtin:
         reader = spark.read.format("kafka").option("includeHeaders", "true")
     else:
         spark.dataSource.register(KafkaDataSource)
@@ -104,6 +128,9 @@ def ingest_batch(spark: SparkSession, cfg: AppConfig, out: Path) -> int:
     )
     for k, v in _kafka_options(cfg).items():
         reader = reader.option(f"kafka.{k}", v)
+    if (region := _region(cfg)) is not None:
+        for k, v in msk_iam_options(region, builtin=builtin).items():
+            reader = reader.option(k, v)
     records = _landed(reader.load().select(*KAFKA_COLUMNS)).cache()
     count = records.count()
     if count:
@@ -134,6 +161,7 @@ def ingest_stream(
         _topics(cfg),
         kafka_options=_kafka_options(cfg),
         streaming=True,
+        msk_iam_region=_region(cfg),
     )
     query = (
         _landed(records)
@@ -173,7 +201,11 @@ def load_inputs(
     """The inputs, from the landed Parquet (``source="records"``) or the topics (``"topics"``)."""
     if source == "topics":
         records = read_topics(
-            spark, cfg.broker.bootstrap_servers, _topics(cfg), kafka_options=_kafka_options(cfg)
+            spark,
+            cfg.broker.bootstrap_servers,
+            _topics(cfg),
+            kafka_options=_kafka_options(cfg),
+            msk_iam_region=_region(cfg),
         )
     elif source == "records":
         path = out / "records"

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -63,9 +64,7 @@ class KafkaRange:
     end: int
 
 
-def consumer_settings(
-    bootstrap: str, extra: Mapping[str, str | int | float | bool] | None = None
-) -> dict[str, str | int | float | bool]:
+def consumer_settings(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A manual-assign consumer's settings: a throwaway group id, never committing."""
     return {
         "log.connection.close": False,

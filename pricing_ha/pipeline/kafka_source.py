@@ -10,8 +10,10 @@ exactly once by one task. The columns are those of the built-in connector with
 
 Options (strings, as for any Spark source): ``kafka.bootstrap.servers``, ``subscribe``
 (comma-separated topics), ``startingOffsets`` (``earliest`` or JSON), ``endingOffsets``
-(``latest``, learned by reading, or JSON) and ``kafka.<librdkafka property>`` passed to the
-consumers. As a streaming source it plans each micro-batch from the end of the previous one to
+(``latest``, learned by reading, or JSON), ``kafka.<librdkafka property>`` passed to the
+consumers, and ``mskIamRegion`` (Amazon MSK IAM: every consumer, on the driver and on the
+executors, gets the token callback for that region; the ``aws`` extra must be installed where
+the tasks run). As a streaming source it plans each micro-batch from the end of the previous one to
 the partitions' current ends; Spark checkpoints those offsets, so a restarted query neither
 loses nor repeats a record.
 """
@@ -33,6 +35,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pricing_ha.config._msk_iam import MskIamTokenCallback, load_signer
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.pipeline.kafka_ranges import (
     KafkaRange,
@@ -96,10 +99,23 @@ class _Options:
             for k, v in opts.items()
             if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
         }
-        self.settings = consumer_settings(bootstrap, extra)
+        self._settings = consumer_settings(bootstrap, extra)
+        # Kept as text: the callback is built where a consumer is (driver or executor), so
+        # the reader pickles without it.
+        self.msk_iam_region = opts.get("mskiamregion")
         self.topics = topics
         self.starting = opts.get("startingoffsets", "earliest")
         self.ending = opts.get("endingoffsets", "latest")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The consumers' settings, with the MSK IAM token callback when ``mskIamRegion``."""
+        if not self.msk_iam_region:
+            return dict(self._settings)
+        return {
+            **self._settings,
+            "oauth_cb": MskIamTokenCallback(self.msk_iam_region, load_signer()),
+        }
 
     def start(self) -> Offsets:
         if self.starting == "earliest":
@@ -212,6 +228,31 @@ def builtin_kafka_available(spark: SparkSession) -> bool:
     return True
 
 
+#: The built-in (Java) source's MSK IAM settings; the ``aws-msk-iam-auth`` jar must be on the
+#: classpath next to ``spark-sql-kafka``.
+_JAVA_MSK_IAM = {
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "AWS_MSK_IAM",
+    "kafka.sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+    "kafka.sasl.client.callback.handler.class": (
+        "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+    ),
+}
+
+
+def msk_iam_options(region: str, *, builtin: bool) -> dict[str, str]:
+    """Spark reader options that authenticate with Amazon MSK IAM in ``region``.
+
+    The Python source gets ``mskIamRegion`` and builds confluent-kafka's token callback in
+    every consumer, as the service's clients do (``[broker] auth = "msk_iam"``). The built-in
+    source gets the Java client's IAM login module; its jar (``aws-msk-iam-auth``) must be on
+    the cluster's classpath, as ``spark-sql-kafka`` must.
+    """
+    if builtin:
+        return dict(_JAVA_MSK_IAM)
+    return {"mskIamRegion": region}
+
+
 def read_topics(
     spark: SparkSession,
     bootstrap: str,
@@ -220,6 +261,7 @@ def read_topics(
     kafka_options: Mapping[str, str] | None = None,
     streaming: bool = False,
     use_builtin: bool | None = None,
+    msk_iam_region: str | None = None,
 ) -> DataFrame:
     """``topics`` from the earliest offset (to the current end, in batch) as :data:`KAFKA_SCHEMA`.
 
@@ -230,6 +272,9 @@ def read_topics(
         kafka_options: extra client properties (``{"security.protocol": "SSL"}``...).
         streaming: a streaming DataFrame (``readStream``) instead of a batch one.
         use_builtin: the built-in ``kafka`` format; default: when its connector is present.
+        msk_iam_region: authenticate with Amazon MSK IAM in this region (see
+            :func:`msk_iam_options`); ``kafka_options`` then carry no TLS/SASL settings of
+            their own.
     """
     builtin = builtin_kafka_available(spark) if use_builtin is None else use_builtin
     fmt = "kafka" if builtin else FORMAT
@@ -247,5 +292,8 @@ def read_topics(
         reader = reader.option("endingOffsets", "latest")
     for k, v in (kafka_options or {}).items():
         reader = reader.option(f"kafka.{k}", v)
+    if msk_iam_region:
+        for k, v in msk_iam_options(msk_iam_region, builtin=builtin).items():
+            reader = reader.option(k, v)
     df: DataFrame = reader.load()
     return df.select(*KAFKA_COLUMNS)

@@ -202,14 +202,13 @@ def test_confluent_kafka_calls_the_callback(signer: FakeSigner, tmp_path: Path) 
 
 # --- wiring: every client the application builds gets the callback -------------------------
 
-# Sites that build Kafka clients without BrokerConfig.client_config (or .neli_kafka()), so an
-# MSK IAM deployment would connect without a token. Known today; each needs a one-line change
-# outside this issue's files. test_known_gaps_are_closed fails (strict xfail) once they are.
-KNOWN_GAPS = {
-    # The Spark pipeline (not deployed by deploy/terraform) builds its own client settings: its
-    # librdkafka consumers need cfg.broker.client_config(), and its Spark (Java) Kafka source
-    # would need the aws-msk-iam-auth jar for MSK IAM.
-    ("pipeline/", "*"): "pricing_ha/pipeline builds Kafka settings without client_config()",
+# Sites that build Kafka clients without BrokerConfig.client_config because no AppConfig is
+# there, and add the MSK IAM callback themselves (each tested below).
+OWN_AUTH = {
+    # The Spark pipeline's Kafka source builds its consumers on the executors from text reader
+    # options; "mskIamRegion" makes each one add the token callback
+    # (test_the_pipeline_source_adds_the_callback_on_every_consumer).
+    ("pipeline/kafka_ranges.py", '"bootstrap.servers"'),
 }
 # Sites that read broker settings without building a client.
 READ_ONLY = {
@@ -235,19 +234,9 @@ def client_config_bypasses() -> set[tuple[str, str]]:
     return found
 
 
-def known_gap(site: tuple[str, str]) -> bool:
-    """Whether a bypass is listed in KNOWN_GAPS (a path ending in "/" covers its directory)."""
-    path, what = site
-    return any(
-        (path == gap_path or (gap_path.endswith("/") and path.startswith(gap_path)))
-        and gap_what in {what, "*"}
-        for gap_path, gap_what in KNOWN_GAPS
-    )
-
-
 def test_clients_are_built_from_client_config() -> None:
-    """No new code builds a Kafka client around client_config (and so without oauth_cb)."""
-    unexpected = {s for s in client_config_bypasses() - READ_ONLY if not known_gap(s)}
+    """No code builds a Kafka client around client_config (and so without oauth_cb)."""
+    unexpected = client_config_bypasses() - READ_ONLY - OWN_AUTH
     assert not unexpected, f"build these clients with cfg.broker.client_config(): {unexpected}"
 
 
@@ -263,7 +252,48 @@ def test_client_config_is_what_the_app_uses() -> None:
     assert expected <= callers
 
 
-@pytest.mark.xfail(strict=True, reason="; ".join(KNOWN_GAPS.values()))
-def test_known_gaps_are_closed() -> None:
-    """Every client, NELI members included, gets the MSK IAM callback (see KNOWN_GAPS)."""
-    assert not [s for s in client_config_bypasses() if known_gap(s)]
+def test_the_pipeline_source_adds_the_callback_on_every_consumer(signer: FakeSigner) -> None:
+    """The Spark Kafka source's consumers (driver and executors) get oauth_cb from
+    ``mskIamRegion``; the option stays text, so the reader pickles to the executors."""
+    import pickle
+
+    from pricing_ha.pipeline.kafka_source import _Options, msk_iam_options
+
+    opts = {
+        "kafka.bootstrap.servers": "b-1.example:9098",
+        "subscribe": "prices",
+        **msk_iam_options("eu-west-1", builtin=False),
+    }
+    options = pickle.loads(pickle.dumps(_Options(opts)))
+    settings = options.settings
+    assert settings["bootstrap.servers"] == "b-1.example:9098"
+    token, _expiry = settings["oauth_cb"]()
+    assert token == "token-for-eu-west-1"
+    plain = _Options({"kafka.bootstrap.servers": "b:9092", "subscribe": "prices"}).settings
+    assert "oauth_cb" not in plain
+
+
+def test_the_pipeline_gives_the_java_source_the_iam_login_module() -> None:
+    """On a cluster with spark-sql-kafka, MSK IAM goes through the Java client's IAM module."""
+    from pricing_ha.pipeline.kafka_source import msk_iam_options
+
+    java = msk_iam_options("eu-west-1", builtin=True)
+    assert java["kafka.sasl.mechanism"] == "AWS_MSK_IAM"
+    assert java["kafka.security.protocol"] == "SASL_SSL"
+    assert "IAMLoginModule" in java["kafka.sasl.jaas.config"]
+
+
+def test_the_pipeline_driver_consumers_use_client_config(
+    signer: FakeSigner, tmp_path: Path
+) -> None:
+    """The pipeline's own consumers (planning offsets) carry the callback and the TLS/SASL
+    settings, and the reader options leave those to the IAM options."""
+    from pricing_ha.pipeline.jobs import _driver_settings, _kafka_options, _region
+
+    cfg = load_app_config(msk_toml(tmp_path))
+    settings = _driver_settings(cfg)
+    assert settings["security.protocol"] == "SASL_SSL"
+    assert settings["oauth_cb"]()[0] == "token-for-eu-west-1"
+    assert settings["enable.auto.commit"] is False
+    assert _kafka_options(cfg) == {}
+    assert _region(cfg) == "eu-west-1"
