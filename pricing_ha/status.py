@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from neli import Heartbeat, HeartbeatDecodeError, OwnerDirectory
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.client_log import client_log_settings
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.kafka.topics import fetch_metadata
 
@@ -166,10 +167,13 @@ def _read_heartbeats(
     """
     topic = cfg.topics.neli
     consumer = Consumer(
-        cfg.broker.client_config(
-            defaults={"log.connection.close": False},
-            required={"group.id": "pricing-ha-status", "enable.auto.commit": False},
-        )
+        {
+            **cfg.broker.client_config(
+                defaults={"log.connection.close": False},
+                required={"group.id": "pricing-ha-status", "enable.auto.commit": False},
+            ),
+            **client_log_settings(),
+        }
     )
     try:
         md = fetch_metadata(

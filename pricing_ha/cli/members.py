@@ -10,7 +10,14 @@ import typer
 
 from pricing_ha.cli._app import app
 from pricing_ha.cli._options import AzOption, HealthFileOption, with_az
-from pricing_ha.cli._support import BootstrapOption, ConfigOption, guarded, load_cli_config
+from pricing_ha.cli._support import (
+    BootstrapOption,
+    ConfigOption,
+    VerboseOption,
+    guarded,
+    load_cli_config,
+    quiet_connection_log,
+)
 from pricing_ha.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,6 +46,7 @@ def run_command(
     *,
     az: AzOption = None,
     health_file: HealthFileOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Run one publisher member of GROUP: NELI non-exclusive, prices md.quotes to prices.raw.
 
@@ -50,7 +58,7 @@ def run_command(
         "publisher",
         group,
         member,
-        (config, bootstrap, az),
+        (config, bootstrap, az, verbose),
         lambda cfg, group, name, tel: serve_publisher(
             cfg, group, name, telemetry=tel, health_file=health_file
         ),
@@ -73,6 +81,7 @@ def dedupe_command(
     *,
     az: AzOption = None,
     health_file: HealthFileOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Run one relay member: exclusive owner per partition, writes deduplicated `prices`.
 
@@ -84,7 +93,7 @@ def dedupe_command(
         "relay",
         group,
         member,
-        (config, bootstrap, az),
+        (config, bootstrap, az, verbose),
         lambda cfg, group, name, tel: serve_relay(
             cfg, name, group, telemetry=tel, health_file=health_file
         ),
@@ -123,7 +132,7 @@ def _serve_member(
     role: str,
     group: str | None,
     member: str | None,
-    sources: tuple[Path | None, str | None, str | None],
+    sources: tuple[Path | None, str | None, str | None, bool],
     serve: Callable[[AppConfig, str, str, Telemetry], Coroutine[Any, Any, None]],
 ) -> None:
     """Load and check the configuration and group, set up telemetry, run ``serve`` on uvloop."""
@@ -135,8 +144,10 @@ def _serve_member(
     from pricing_ha.kafka.topics import check_layout, make_admin
     from pricing_ha.telemetry import setup_telemetry
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    config, bootstrap, az = sources
+    config, bootstrap, az, verbose = sources
+    quiet_connection_log(
+        verbose, level=logging.INFO, fmt="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     with guarded():
         cfg = with_az(load_cli_config(config, bootstrap), az)
         group = checked_group(cfg, role, group)

@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from pricing_ha.cli._app import app
-from pricing_ha.cli._support import BootstrapOption, ConfigOption, guarded, load_cli_config
+from pricing_ha.cli._support import (
+    BootstrapOption,
+    ConfigOption,
+    VerboseOption,
+    guarded,
+    load_cli_config,
+    quiet_connection_log,
+)
 from pricing_ha.config import AppConfig
 
 __all__ = ["status_command", "traces_command"]
@@ -16,6 +23,7 @@ __all__ = ["status_command", "traces_command"]
 
 @app.command("status")
 def status_command(
+    *,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     window: Annotated[
@@ -35,6 +43,7 @@ def status_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Show every configured group: its members, what they lead, which partitions nobody leads.
 
@@ -52,6 +61,7 @@ def status_command(
         render_owners,
     )
 
+    quiet_connection_log(verbose)
     with guarded():
         cfg = load_cli_config(config, bootstrap)
         if instrument is not None:
