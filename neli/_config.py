@@ -8,7 +8,9 @@ in a configuration whose guarantees do not hold:
 * exclusive mode (*at most one* leader) needs ``T + e < S``: the old leader's observations go
   stale before the group coordinator can hand the partition to anyone else;
 * the pulse interval must be well below ``T`` (at most ``T / 3``) so one lost heartbeat does not
-  cost leadership.
+  cost leadership. This is the library's rule; an application may demand more (pricing-ha's
+  configuration requires at most ``T / 4``, so a late heartbeat on top of a lost one does not
+  either).
 """
 
 from __future__ import annotations

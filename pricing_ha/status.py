@@ -3,6 +3,10 @@
 Every NELI member names the partitions it leads in each heartbeat, so reading the NELI topic
 for a couple of pulses shows every live member of every group (publishers p1, p2 and the relay)
 as it reports itself. No broker-side group description is needed (the embedded broker lacks it).
+Every group the configuration names (``[groups]``: the publishing groups and the relay group) is
+listed whether or not it heartbeats, so a group with no live member shows as **absent** (all its
+partitions unled) instead of silently missing; groups seen on the topic but not configured are
+listed too, marked as such.
 
 ``pricing-ha status --instrument SYM`` answers for one instrument: which member of each group
 owns its partition now, since when, and how stale that answer can be, with
@@ -24,6 +28,7 @@ from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from neli import Heartbeat, HeartbeatDecodeError, OwnerDirectory
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.client_log import client_log_settings
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.kafka.topics import fetch_metadata
 
@@ -39,6 +44,54 @@ class MemberStatus:
     member: str
     led: tuple[int, ...]
     age_s: float
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """One group as the heartbeats show it.
+
+    Attributes:
+        group: the NELI consumer group id (``pricing.p1``).
+        role: ``"publishing"`` or ``"relay"`` for a configured group, ``"unconfigured"`` for a
+            group seen on the NELI topic that the configuration does not name.
+        absent: no member of the group heartbeated during the read.
+        members: the latest heartbeat of each member seen.
+        unled: the partitions no member claims (all of them when the group is absent).
+    """
+
+    group: str
+    role: str
+    absent: bool
+    members: tuple[MemberStatus, ...]
+    unled: tuple[int, ...]
+
+
+def group_status(
+    members: Sequence[MemberStatus], configured: Sequence[tuple[str, str]], partitions: int
+) -> list[GroupStatus]:
+    """Every configured group (in the given order), then every other group seen, by name.
+
+    Args:
+        members: what :func:`read_status` returned.
+        configured: ``(group id, role)`` of each configured group.
+        partitions: M, the NELI topic's partition count.
+    """
+    roles = dict(configured)
+    seen = sorted({m.group for m in members} - set(roles))
+    out = []
+    for group in [*roles, *seen]:
+        mine = tuple(m for m in members if m.group == group)
+        led = {p for m in mine for p in m.led}
+        out.append(
+            GroupStatus(
+                group=group,
+                role=roles.get(group, "unconfigured"),
+                absent=not mine,
+                members=mine,
+                unled=tuple(p for p in range(partitions) if p not in led),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -114,10 +167,13 @@ def _read_heartbeats(
     """
     topic = cfg.topics.neli
     consumer = Consumer(
-        cfg.broker.client_config(
-            defaults={"log.connection.close": False},
-            required={"group.id": "pricing-ha-status", "enable.auto.commit": False},
-        )
+        {
+            **cfg.broker.client_config(
+                defaults={"log.connection.close": False},
+                required={"group.id": "pricing-ha-status", "enable.auto.commit": False},
+            ),
+            **client_log_settings(),
+        }
     )
     try:
         md = fetch_metadata(
@@ -247,20 +303,28 @@ def read_instrument_owners(
     )
 
 
-def render(members: list[MemberStatus], partitions: int) -> str:
-    """A table per group: members, led partitions, and which partitions nobody leads."""
-    if not members:
-        return "no NELI member has heartbeated during the window"
+def render(groups: Sequence[GroupStatus], window_s: float) -> str:
+    """A block per group: members, led partitions, unled partitions; absent groups marked."""
     lines: list[str] = []
-    for group in sorted({m.group for m in members}):
-        lines.append(f"group {group}")
-        covered: set[int] = set()
-        for m in (m for m in members if m.group == group):
-            covered |= set(m.led)
+    for g in groups:
+        note = "" if g.role != "unconfigured" else " (not in the configuration's [groups])"
+        if g.absent:
+            lines.append(
+                f"group {g.group} [{g.role}]{note}: ABSENT (no heartbeat in {window_s:g} s)"
+            )
+        else:
+            lines.append(f"group {g.group} [{g.role}]{note}")
+        for m in g.members:
             led = ",".join(map(str, m.led)) or "-"
             lines.append(f"  {m.member:<28} leads {led:<20} last heartbeat {m.age_s:5.2f} s ago")
-        missing = sorted(set(range(partitions)) - covered)
-        lines.append(f"  unled partitions: {missing or 'none'}")
+        unled = ",".join(map(str, g.unled)) if g.unled else "none"
+        lines.append(f"  unled partitions: {unled}")
+    problems = [g for g in groups if g.absent or g.unled]
+    if problems:
+        lines.append(
+            f"attention: {len(problems)} group(s) absent or with unled partitions: "
+            + ", ".join(g.group for g in problems)
+        )
     return "\n".join(lines)
 
 

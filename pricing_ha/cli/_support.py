@@ -7,6 +7,7 @@ the error's ``exit_code`` (2 configuration, 3 broker unavailable, 4 topic layout
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +21,15 @@ import typer
 from pricing_ha.config import AppConfig, load_app_config
 from pricing_ha.errors import PricingError
 
-__all__ = ["BootstrapOption", "ConfigOption", "guarded", "load_cli_config", "stop_requested"]
+__all__ = [
+    "BootstrapOption",
+    "ConfigOption",
+    "VerboseOption",
+    "guarded",
+    "load_cli_config",
+    "quiet_connection_log",
+    "stop_requested",
+]
 
 ConfigOption = Annotated[
     Path | None,
@@ -38,6 +47,23 @@ BootstrapOption = Annotated[
         show_default=False,
     ),
 ]
+
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        help="Show librdkafka's full log (every connection attempt) instead of one clear line.",
+    ),
+]
+
+
+def quiet_connection_log(
+    verbose: bool, *, level: int = logging.WARNING, fmt: str | None = None
+) -> None:
+    """Set up logging for a command that connects (see :mod:`pricing_ha.kafka.client_log`)."""
+    from pricing_ha.kafka.client_log import configure_logging
+
+    configure_logging(verbose=verbose, level=level, fmt=fmt)
 
 
 @contextmanager

@@ -22,7 +22,19 @@ def broker_command(
     from pricing_ha.local.broker import run_foreground
 
     try:
-        run_foreground(port, lambda bootstrap: typer.echo(f"broker ready: {bootstrap}"))
+        run_foreground(port, lambda bootstrap: typer.echo(_ready_message(bootstrap)))
     except EmbeddedBrokerError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
+
+
+def _ready_message(bootstrap: str) -> str:
+    """Where the broker listens, and the three ways to point the other commands at it."""
+    return (
+        f"broker ready: {bootstrap}\n"
+        "Point the other commands at it with one of:\n"
+        f"  export PRICING_HA_BOOTSTRAP={bootstrap}\n"
+        f"  pricing-ha <command> --bootstrap {bootstrap}\n"
+        f'  [broker] bootstrap_servers = "{bootstrap}"   (in the --config file)\n'
+        "then, once: pricing-ha topics create"
+    )

@@ -12,8 +12,10 @@ from pricing_ha.cli._options import AzOption, HealthFileOption, with_az
 from pricing_ha.cli._support import (
     BootstrapOption,
     ConfigOption,
+    VerboseOption,
     guarded,
     load_cli_config,
+    quiet_connection_log,
     stop_requested,
 )
 
@@ -48,6 +50,7 @@ def feed_command(
         ),
     ] = None,
     health_file: HealthFileOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Produce synthetic (or replayed) market data to md.quotes."""
     import contextlib
@@ -57,6 +60,7 @@ def feed_command(
     from pricing_ha.member.health import broker_check, health_in_thread, write_health_file
     from pricing_ha.telemetry import HealthServer, setup_telemetry
 
+    quiet_connection_log(verbose)
     with guarded(), stop_requested() as should_stop, contextlib.ExitStack() as stack:
         cfg = with_az(
             with_overrides(

@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from pricing_ha.cli._app import app
-from pricing_ha.cli._support import BootstrapOption, ConfigOption, guarded, load_cli_config
+from pricing_ha.cli._support import (
+    BootstrapOption,
+    ConfigOption,
+    VerboseOption,
+    guarded,
+    load_cli_config,
+    quiet_connection_log,
+)
 from pricing_ha.config import AppConfig
 
 __all__ = ["status_command", "traces_command"]
@@ -16,6 +23,7 @@ __all__ = ["status_command", "traces_command"]
 
 @app.command("status")
 def status_command(
+    *,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     window: Annotated[
@@ -35,37 +43,55 @@ def status_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    verbose: VerboseOption = False,
 ) -> None:
-    """Show which member of each group leads which partitions, and how fresh that is."""
+    """Show every configured group: its members, what they lead, which partitions nobody leads.
+
+    A configured group with no member heartbeating is marked ABSENT; groups seen on the NELI
+    topic but missing from the configuration's [groups] are listed too.
+    """
     import dataclasses
     import json
 
-    from pricing_ha.status import read_instrument_owners, read_status, render, render_owners
+    from pricing_ha.status import (
+        group_status,
+        read_instrument_owners,
+        read_status,
+        render,
+        render_owners,
+    )
 
+    quiet_connection_log(verbose)
     with guarded():
         cfg = load_cli_config(config, bootstrap)
         if instrument is not None:
             _check_instrument(cfg, instrument)
-            owners = read_instrument_owners(cfg, instrument, _groups(), window)
+            owners = read_instrument_owners(cfg, instrument, [g for g, _ in _groups(cfg)], window)
             typer.echo(
                 json.dumps(dataclasses.asdict(owners), indent=2)
                 if as_json
                 else render_owners(owners)
             )
             return
-        members = read_status(cfg, window)
+        groups = group_status(read_status(cfg, window), _groups(cfg), cfg.topics.partitions)
     if as_json:
-        typer.echo(json.dumps([dataclasses.asdict(m) for m in members], indent=2))
+        doc = {
+            "partitions": cfg.topics.partitions,
+            "window_s": window,
+            "groups": [dataclasses.asdict(g) for g in groups],
+        }
+        typer.echo(json.dumps(doc, indent=2))
     else:
-        typer.echo(render(members, cfg.topics.partitions))
+        typer.echo(render(groups, window))
 
 
-def _groups() -> list[str]:
-    """The NELI groups of a deployment: both publishing groups and the (default) relay group."""
+def _groups(cfg: AppConfig) -> list[tuple[str, str]]:
+    """``(NELI group id, role)`` of the configured groups: publishing groups, then the relay."""
     from pricing_ha.dedupe.relay import relay_group_id
     from pricing_ha.publishing.publisher import neli_group_id
 
-    return [neli_group_id("p1"), neli_group_id("p2"), relay_group_id("relay")]
+    publishing = [(neli_group_id(g), "publishing") for g in cfg.groups.publishing]
+    return [*publishing, (relay_group_id(cfg.groups.relay), "relay")]
 
 
 def _check_instrument(cfg: AppConfig, symbol: str) -> None:

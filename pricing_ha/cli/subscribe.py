@@ -29,8 +29,10 @@ from pricing_ha.cli._app import app
 from pricing_ha.cli._support import (
     BootstrapOption,
     ConfigOption,
+    VerboseOption,
     guarded,
     load_cli_config,
+    quiet_connection_log,
     stop_requested,
 )
 from pricing_ha.config import AppConfig
@@ -88,12 +90,14 @@ async def _run(
     refresh_s: float,
     should_stop: Callable[[], bool],
     echo: Callable[[str], object],
+    on_started: Callable[[], object] = lambda: None,
 ) -> None:
     tty = sys.stdout.isatty()
     start = time.monotonic()
     next_table = start + refresh_s
     next_stale_check = start
     async with sub:
+        on_started()
         while not should_stop():
             now = time.monotonic()
             if duration_s is not None and now - start >= duration_s:
@@ -176,7 +180,6 @@ def run_subscriber(
 
     async def run() -> None:
         async with health:
-            echo_err(f"health: {health.url}/healthz /readyz /metrics")
             if health_file is not None:
                 write_health_file(health_file, health.url, role="subscriber")
             await _run(
@@ -186,6 +189,8 @@ def run_subscriber(
                 refresh_s=refresh_s,
                 should_stop=should_stop,
                 echo=echo,
+                # Said once the broker has answered: a start that fails says only why.
+                on_started=lambda: echo_err(f"health: {health.url}/healthz /readyz /metrics"),
             )
 
     try:
@@ -231,8 +236,10 @@ def subscribe_command(
     summary_out: Annotated[
         Path | None, typer.Option(help="Write the verdict here (JSON): gaps, duplicates, ...")
     ] = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Subscribe to prices: in order, each seq once, gaps and duplicates reported."""
+    quiet_connection_log(verbose)
     with guarded(), stop_requested() as should_stop:
         run_subscriber(
             load_cli_config(config, bootstrap),

@@ -29,7 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
-from pricing_ha.config._roles import PublisherNeliConfig, RelayConfig, SubscriberConfig
+from pricing_ha.config._roles import (
+    GroupsConfig,
+    PublisherNeliConfig,
+    RelayConfig,
+    SubscriberConfig,
+)
 from pricing_ha.config._sections import (
     BrokerConfig,
     FeedConfig,
@@ -48,6 +53,7 @@ __all__ = [
     "AppConfig",
     "BrokerConfig",
     "FeedConfig",
+    "GroupsConfig",
     "HealthConfig",
     "InstrumentOverride",
     "PricingConfig",
@@ -72,6 +78,7 @@ class AppConfig:
 
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
+    groups: GroupsConfig = field(default_factory=GroupsConfig)
     neli: PublisherNeliConfig = field(default_factory=PublisherNeliConfig)
     relay: RelayConfig = field(default_factory=RelayConfig)
     feed: FeedConfig = field(default_factory=FeedConfig)

@@ -1,19 +1,71 @@
-"""The configuration sections of the long-running roles: their NELI timing and verdicts.
+"""The configuration sections of the long-running roles: their groups, NELI timing and verdicts.
 
-``[neli]`` (the publishing groups), ``[relay]`` and ``[subscriber]``; the timing rules they
-check are those of docs/architecture.md §3. Import these names from :mod:`pricing_ha.config`.
+``[groups]`` (which groups a deployment has), ``[neli]`` (the publishing groups), ``[relay]``
+and ``[subscriber]``; the timing rules they check are those of docs/architecture.md §3. Import
+these names from :mod:`pricing_ha.config`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pricing_ha.config._sections import check, check_ms
 
-__all__ = ["PublisherNeliConfig", "RelayConfig", "SubscriberConfig"]
+__all__ = ["GroupsConfig", "PublisherNeliConfig", "RelayConfig", "SubscriberConfig"]
 
+# Group names become part of Kafka consumer group ids (``pricing.<name>``), metric labels and
+# member names (``<group>/<member>``): keep them to characters that are safe in all three.
+_GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MIN_SESSION_TIMEOUT_MS = 1000  # below this the embedded broker's groups churn forever
 _PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never costs leadership
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupsConfig:
+    """The NELI groups of one deployment (docs/architecture.md §2.3).
+
+    ``pricing-ha run --group`` accepts only a name of ``publishing`` and ``pricing-ha dedupe``
+    only ``relay`` (a typo would otherwise start a group nobody watches); ``pricing-ha status``
+    lists each of them, marking those no member heartbeats for.
+
+    Attributes:
+        publishing: the publishing groups, each an independent copy of the whole price feed
+            (in production, one per availability zone). Default ``("p1", "p2")``.
+        relay: the relay group (one per deployment). Default ``"relay"``.
+    """
+
+    publishing: tuple[str, ...] = ("p1", "p2")
+    relay: str = "relay"
+
+    def __post_init__(self) -> None:
+        check(bool(self.publishing), self, "publishing", "must name at least one group")
+        for key, names in (("publishing", self.publishing), ("relay", (self.relay,))):
+            for name in names:
+                check(
+                    _GROUP_NAME.fullmatch(name) is not None,
+                    self,
+                    key,
+                    f"{name!r} is not a valid group name (letters, digits, '.', '_', '-'; "
+                    "starting with a letter or digit)",
+                )
+        check(
+            len(set(self.publishing)) == len(self.publishing),
+            self,
+            "publishing",
+            f"names a group twice: {', '.join(self.publishing)}",
+        )
+        check(
+            self.relay not in self.publishing,
+            self,
+            "relay",
+            f"{self.relay!r} is also a publishing group; the relay needs a group of its own",
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every group: the publishing groups, then the relay group."""
+        return (*self.publishing, self.relay)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

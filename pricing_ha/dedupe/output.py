@@ -121,6 +121,8 @@ class RelayOutput:
         self._path = telemetry.price_path()
         self._metrics = telemetry.metrics
         self._tally = PriceTally(self._metrics, self._metrics.prices_relayed, stage="relay")
+        self._tally.declare(range(cfg.topics.partitions))
+        self._metrics.declare_defects("relay", range(cfg.topics.partitions))
         self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
         # partition -> (offset, monotonic time produced) of some acknowledged records

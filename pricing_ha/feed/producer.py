@@ -304,7 +304,7 @@ def run_feed(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    producer_factory: Callable[[_Settings], ProducerLike] = Producer,
+    producer_factory: Callable[[_Settings], ProducerLike] | None = None,
     price_path: PricePath | None = None,
 ) -> FeedRunSummary:
     """Produces quotes to ``topics.quotes`` until a limit, a stop request or a failure.
@@ -333,7 +333,10 @@ def run_feed(
     """
     settings = cfg.broker.client_config(defaults=PRODUCER_DEFAULTS, required=PRODUCER_REQUIRED)
     summary = FeedRunSummary(topic=cfg.topics.quotes)
-    sender = _Sender(settings, producer_factory, cfg.topics.quotes, summary, price_path)
+    # The producer logs through Python logging (as every client does), so the command's
+    # connection-log filter applies to it (pricing_ha.kafka.client_log).
+    factory = producer_factory or (lambda s: Producer(s, logger=log))
+    sender = _Sender(settings, factory, cfg.topics.quotes, summary, price_path)
     _check_quotes_topic(sender.out.producer, cfg)
     start = clock()
     for sent, quote in enumerate(itertools.islice(quotes, count)):

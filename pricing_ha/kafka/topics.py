@@ -25,6 +25,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.config import AppConfig, TopicsConfig
 from pricing_ha.errors import BrokerUnavailableError, TopicLayoutError
+from pricing_ha.kafka.client_log import client_log_settings, mark_connected
 
 __all__ = [
     "MetadataSource",
@@ -99,7 +100,12 @@ def topic_specs(cfg: TopicsConfig) -> list[TopicSpec]:
 
 def make_admin(cfg: AppConfig) -> AdminClient:
     """Creates a confluent-kafka ``AdminClient`` from the configuration."""
-    return AdminClient(cfg.broker.client_config(defaults={"client.id": "pricing-ha-admin"}))
+    return AdminClient(
+        {
+            **cfg.broker.client_config(defaults={"client.id": "pricing-ha-admin"}),
+            **client_log_settings(),
+        }
+    )
 
 
 def _timeout_s(cfg: AppConfig, timeout_s: float | None) -> float:
@@ -135,9 +141,12 @@ def fetch_metadata(
         attempt += 1
         remaining = deadline - clock()
         try:
-            return client.list_topics(timeout=max(0.1, min(remaining, 5.0)))
+            metadata = client.list_topics(timeout=max(0.1, min(remaining, 5.0)))
         except KafkaException as exc:
             last = exc
+        else:
+            mark_connected()
+            return metadata
         pause = _RETRY_PAUSE_S[min(attempt, len(_RETRY_PAUSE_S)) - 1]
         if clock() + pause >= deadline:
             break

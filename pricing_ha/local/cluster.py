@@ -119,7 +119,13 @@ class PricingCluster:
         }
         lines = ["[broker]", f'bootstrap_servers = "{self.bootstrap}"', "", "[topics]"]
         lines += [f'{role} = "{name}"' for role, name in self.topics.items()]
-        lines += [f"partitions = {self.partitions}", "", "[neli]"]
+        lines += [f"partitions = {self.partitions}", "", "[groups]"]
+        lines += [
+            f'publishing = ["{self.group("p1")}", "{self.group("p2")}"]',
+            f'relay = "{self.group("relay")}"',
+            "",
+            "[neli]",
+        ]
         lines += [
             f"session_timeout_ms = {self.session_ms}",
             f"threshold_ms = {2 * self.session_ms}",

@@ -131,6 +131,7 @@ class _QuoteWorker(PartitionWorker):
         self._tally = PriceTally(
             metrics, metrics.prices_published, stage="publish", attributes={"group": group}
         )
+        self._tally.declare(range(cfg.topics.partitions))
         self._failed: dict[int, int] = {}  # partition -> first offset whose output failed
         # Replaced when a delivery error says it is wedged (pricing_ha.kafka.producers): what
         # it held is purged, its callbacks mark the partitions failed, and they are replayed.

@@ -176,7 +176,8 @@ class SubscriberStats:
         for name, s in sorted(self.instruments.items()):
             row = asdict(s)
             del row["last_received"]
-            row["max_silence_s"] = round(s.max_silence_s, 4)
+            # Seconds to the millisecond, like every duration of the summary.
+            row["max_silence_s"] = round(s.max_silence_s, 3)
             per[name] = row
         totals = (
             "delivered",
@@ -193,7 +194,7 @@ class SubscriberStats:
             **{name: self.total(name) for name in totals},
             "invalid": self.invalid,
             "errors": self.errors,
-            "max_silence_s": round(self.max_silence_s, 4),
+            "max_silence_s": round(self.max_silence_s, 3),
             "max_silence_bound_s": self.max_silence_bound_s,
             "silent_too_long": self.silent_too_long,
             "latency": {

@@ -222,6 +222,7 @@ class Subscriber:
         self._telemetry = SubscriberTelemetry(
             telemetry, topic=self.topic, group_id=self.group_id, direct=direct
         )
+        self._telemetry.declare(range(cfg.topics.partitions))
 
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
         """Runs a librdkafka call on the consumer's own thread."""

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -50,6 +51,11 @@ class SubscriberTelemetry:
         self._tally = PriceTally(tel.metrics, tel.metrics.prices_delivered, stage="subscriber")
         self._dropped: dict[int, int] = {}  # partition -> duplicates dropped since the flush
         self._gaps: dict[int, int] = {}  # partition -> seqs declared missing since the flush
+
+    def declare(self, partitions: Iterable[int]) -> None:
+        """Create the delivered, duplicates and gaps series of ``partitions`` at zero."""
+        self._tally.declare(partitions)
+        self._metrics.declare_defects("subscriber", partitions)
 
     def start_process(
         self,

@@ -19,6 +19,12 @@ instrument                             kind        attributes
 ``pricing_ha.price.hop_latency``       histogram   stage (the previous stage's produce to here)
 =====================================  ==========  ===========================================
 
+Every price counter, and the duplicates and gaps counters, is created at zero for every partition
+when its role starts (:meth:`PriceTally.declare <pricing_ha.telemetry.tally.PriceTally.declare>`,
+:meth:`PricingMetrics.declare_defects`), so /metrics shows them before the first price. The
+histograms and the staleness gauge still appear with their first measurement: a histogram has
+no "zero" observation, and an instrument's staleness exists only once it is known.
+
 The hot paths do not call these instruments per price (one measurement costs about as much as
 pricing a quote): they count in a :class:`~pricing_ha.telemetry.tally.PriceTally` and flush it
 once per batch.
@@ -127,6 +133,17 @@ class PricingMetrics:
             unit="s",
             description="Seconds since the last price of the instrument was seen here",
         )
+
+    def declare_defects(self, stage: str, partitions: Iterable[int]) -> None:
+        """Create the duplicates-dropped and gaps series of ``stage`` at zero for ``partitions``.
+
+        Counters otherwise appear only with their first increment; a series present at 0 from
+        start-up lets alerts on them work (and tell "none yet" from "not measured").
+        """
+        for partition in partitions:
+            attrs = {"stage": stage, "partition": str(partition)}
+            self.duplicates_dropped.add(0, attrs)
+            self.gaps.add(0, attrs)
 
     # -- leadership ---------------------------------------------------------------------------
 

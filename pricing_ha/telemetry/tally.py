@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry.metrics import Counter
 
@@ -90,6 +90,21 @@ class PriceTally:
         if hop_s is not None:
             self._hops.append(hop_s)
 
+    def declare(self, partitions: Iterable[int]) -> None:
+        """Create the counter's series of ``partitions`` at zero.
+
+        /metrics then shows them from start-up, before the first price, so a dashboard or an
+        alert on their rate sees 0 instead of no data.
+        """
+        for partition in partitions:
+            self._counter.add(0, self._attributes(partition))
+
+    def _attributes(self, partition: int) -> dict[str, str]:
+        attrs = self._attrs.get(partition)
+        if attrs is None:
+            attrs = self._attrs[partition] = {**self._base, "partition": str(partition)}
+        return attrs
+
     @property
     def pending(self) -> int:
         """Prices counted since the last flush."""
@@ -100,10 +115,7 @@ class PriceTally:
         if not self._counts:
             return
         for partition, n in self._counts.items():
-            attrs = self._attrs.get(partition)
-            if attrs is None:
-                attrs = self._attrs[partition] = {**self._base, "partition": str(partition)}
-            self._counter.add(n, attrs)
+            self._counter.add(n, self._attributes(partition))
         for values, histogram in (
             (self._latencies, self._metrics.latency),
             (self._hops, self._metrics.hop_latency),

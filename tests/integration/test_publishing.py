@@ -179,8 +179,9 @@ def test_status_reports_who_leads_what(cluster: PricingCluster) -> None:
     def covered() -> bool:
         out = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
         seen.clear()
-        for m in json.loads(out.stdout):
-            seen.setdefault(f"{m['group']}|{m['member']}", set()).update(m["led"])
+        for g in json.loads(out.stdout)["groups"]:
+            for m in g["members"]:
+                seen.setdefault(f"{m['group']}|{m['member']}", set()).update(m["led"])
         p1 = [v for k, v in seen.items() if k.startswith(f"pricing.{cluster.group('p1')}|")]
         p2 = [v for k, v in seen.items() if k.startswith(f"pricing.{cluster.group('p2')}|")]
         every = set(range(cluster.partitions))

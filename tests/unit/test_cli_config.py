@@ -42,3 +42,35 @@ def test_feed_option_out_of_range_exits_2() -> None:
     result = CliRunner().invoke(app, ["feed", "--instruments", "0"], env={})
     assert result.exit_code == 2
     assert "command line: feed.instruments" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (["run", "--group", "p3"], "allowed: p1, p2"),
+        (["run", "--group", "P1"], "allowed: p1, p2"),
+        (["dedupe", "--group", "relay2"], "allowed: relay"),
+    ],
+)
+def test_unconfigured_group_exits_2_naming_option_value_and_allowed(
+    args: list[str], allowed: str
+) -> None:
+    """run/dedupe refuse a --group missing from [groups]: option, value, allowed names; exit 2.
+
+    The broker is never contacted: the check comes before any connection (port 1 is closed).
+    """
+    result = CliRunner().invoke(app, [*args, "--bootstrap", "127.0.0.1:1"], env={})
+    assert result.exit_code == 2, result.output
+    assert "--group" in result.stderr
+    assert repr(args[-1]) in result.stderr
+    assert allowed in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_groups_come_from_the_configuration(tmp_path: Path) -> None:
+    """With [groups] publishing = ["a", "b"], the default p1 is refused and the list shown."""
+    path = tmp_path / "groups.toml"
+    path.write_text('[groups]\npublishing = ["a", "b"]\n')
+    result = CliRunner().invoke(app, ["run", "--group", "p1", "--config", str(path)], env={})
+    assert result.exit_code == 2, result.output
+    assert "'p1' is not a configured publisher group; allowed: a, b" in result.stderr

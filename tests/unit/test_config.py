@@ -12,6 +12,7 @@ import pytest
 from pricing_ha.config import (
     AppConfig,
     BrokerConfig,
+    GroupsConfig,
     PublisherNeliConfig,
     RelayConfig,
     load_app_config,
@@ -357,3 +358,25 @@ def test_config_is_immutable() -> None:
         cfg.neli.threshold_ms = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
         cfg.broker.librdkafka["client.id"] = "y"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("publishing = []", "groups.publishing", "at least one"),
+        ('publishing = ["p1", "p1"]', "groups.publishing", "twice"),
+        ('publishing = ["p 1"]', "groups.publishing", "not a valid group name"),
+        ('relay = "p1"', "groups.relay", "also a publishing group"),
+    ],
+)
+def test_groups_are_validated(tmp_path: Path, text: str, key: str, problem: str) -> None:
+    """[groups] refuses no publishing group, repeats, unsafe names and a shared relay name."""
+    path = write(tmp_path, f"[groups]\n{text}\n")
+    with pytest.raises(ConfigError, match=problem) as info:
+        load_config(path, {})
+    assert (info.value.source, info.value.key) == (str(path), key)
+
+
+def test_groups_default_to_p1_p2_and_relay() -> None:
+    """The default deployment: publishing groups p1 and p2, relay group relay."""
+    assert GroupsConfig().names == ("p1", "p2", "relay")

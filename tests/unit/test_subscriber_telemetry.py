@@ -105,8 +105,10 @@ async def test_delivered_duplicates_gaps_and_latency_are_measured(telemetry: Tel
     await sub.poll(0.1)
     fams = parse(telemetry.prometheus_text())
     assert value(fams, "pricing_ha_prices_delivered_total", partition="0") == 3
-    assert value(fams, "pricing_ha_duplicates_dropped_total", stage="subscriber") == 1
-    assert value(fams, "pricing_ha_seq_gaps_total", stage="subscriber") == 2
+    assert (
+        value(fams, "pricing_ha_duplicates_dropped_total", stage="subscriber", partition="0") == 1
+    )
+    assert value(fams, "pricing_ha_seq_gaps_total", stage="subscriber", partition="0") == 2
     assert value(fams, "pricing_ha_price_latency_seconds_count", stage="subscriber") == 3
     # wall 2.0 s, source 500 ns: about 2 s from the source, in the 2.5 s bucket
     assert value(fams, "pricing_ha_price_latency_seconds_sum", stage="subscriber") == (

@@ -1,0 +1,75 @@
+"""/metrics shows every role's price and defect counters at zero before the first price."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pricing_ha.config import AppConfig, TelemetryConfig, TopicsConfig
+from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.publishing.publisher import PublisherStats, _QuoteWorker
+from pricing_ha.telemetry import Telemetry, setup_telemetry
+from tests.unit.prometheus_format import parse, value
+from tests.unit.test_subscriber import started
+
+M = 3
+
+
+def _telemetry(tmp_path: Path, role: str) -> Telemetry:
+    cfg = AppConfig(telemetry=TelemetryConfig(traces_dir=tmp_path))
+    return setup_telemetry(cfg, service_role=role, group=None, member="m", env={})
+
+
+@pytest.fixture
+def cfg() -> AppConfig:
+    """M partitions; the broker is never contacted."""
+    return AppConfig(topics=TopicsConfig(partitions=M))
+
+
+@pytest.fixture
+def telemetry(tmp_path: Path) -> Iterator[Telemetry]:
+    """A process's telemetry, rendered as /metrics would."""
+    tel = _telemetry(tmp_path, "test")
+    yield tel
+    tel.shutdown()
+
+
+def test_publisher_counts_published_prices_from_zero(cfg: AppConfig, telemetry: Telemetry) -> None:
+    """A publisher member's published series exist at 0 for every partition at start-up."""
+    worker = _QuoteWorker(cfg, "p1", "a", lambda _p: False, PublisherStats(), telemetry=telemetry)
+    try:
+        fams = parse(telemetry.prometheus_text())
+    finally:
+        worker.consumer.close()
+    for p in range(M):
+        assert value(fams, "pricing_ha_prices_published_total", group="p1", partition=str(p)) == 0
+
+
+def test_relay_counts_relayed_duplicates_and_gaps_from_zero(
+    cfg: AppConfig, telemetry: Telemetry
+) -> None:
+    """A relay member's relayed, duplicates and gaps series exist at 0 for every partition."""
+    RelayOutput(
+        cfg, "r1", "pricing.relay.raw", lambda _p: False, stats=RelayStats(), telemetry=telemetry
+    )
+    fams = parse(telemetry.prometheus_text())
+    for p in map(str, range(M)):
+        assert value(fams, "pricing_ha_prices_relayed_total", partition=p) == 0
+        assert value(fams, "pricing_ha_duplicates_dropped_total", stage="relay", partition=p) == 0
+        assert value(fams, "pricing_ha_seq_gaps_total", stage="relay", partition=p) == 0
+
+
+async def test_subscriber_counts_deliveries_duplicates_and_gaps_from_zero(
+    telemetry: Telemetry,
+) -> None:
+    """A subscriber's delivered, duplicates and gaps series exist at 0 before any delivery."""
+    await started(telemetry=telemetry)  # on AppConfig(): the default M
+    fams = parse(telemetry.prometheus_text())
+    for p in map(str, range(AppConfig().topics.partitions)):
+        assert value(fams, "pricing_ha_prices_delivered_total", partition=p) == 0
+        assert (
+            value(fams, "pricing_ha_duplicates_dropped_total", stage="subscriber", partition=p) == 0
+        )
+        assert value(fams, "pricing_ha_seq_gaps_total", stage="subscriber", partition=p) == 0
