@@ -152,6 +152,8 @@ class Silence:
     end_s: float
     cause: str = ""
     trace_note: str = ""
+    #: The fault the cause names (breaches are grouped by it), empty if none.
+    fault: str = ""
 
     @property
     def duration_s(self) -> float:
@@ -263,9 +265,10 @@ class Verdict:
             )
             groups: dict[str, list[Silence]] = {}
             for s in found:
-                groups.setdefault(s.cause or "cause unknown", []).append(s)
-            for cause, members in list(groups.items())[:limit]:
+                groups.setdefault(s.fault or s.cause or "cause unknown", []).append(s)
+            for members in list(groups.values())[:limit]:
                 worst = max(members, key=lambda s: s.duration_s)
+                cause = worst.cause or "cause unknown"
                 names = sorted({s.instrument for s in members})
                 shown = ", ".join(names[:8]) + (f" (+{len(names) - 8})" if len(names) > 8 else "")
                 lines.append(
@@ -354,10 +357,12 @@ def attribute(
             if f.at_s <= s.start_s + next_due_s
             and (f.active_at(s.start_s) or f.at_s >= s.start_s - horizon_s)
         ]
+        fault = ""
         if not candidates:
             cause = f"no injected fault within {horizon_s:.0f} s before it: unexplained"
         else:
             main = max(candidates, key=lambda f: f.at_s)
+            fault = main.describe()
             if main.active_at(s.start_s):
                 cause = f"during {main.describe()}"
             elif main.at_s > s.start_s:
@@ -367,7 +372,7 @@ def attribute(
             others = [f.describe() for f in candidates if f is not main and f.active_at(s.start_s)]
             if others:
                 cause += f"; also active: {', '.join(others)}"
-        out.append(replace(s, cause=cause))
+        out.append(replace(s, cause=cause, fault=fault))
     return out
 
 
