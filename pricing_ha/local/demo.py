@@ -4,9 +4,11 @@ Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C 
 embedded broker (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
 x2, a verifying subscriber and the feed. While the feed runs it injects, on a schedule scaled to
 the duration: a P1 member SIGKILL, the loss of all of P2 and its restart, a SIGKILL of the
-active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it compares the feed's own record
-of what it produced with what ``prices`` carries, per instrument, and passes only if nothing was
-lost, duplicated or reordered.
+active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it stops every process (SIGTERM,
+then SIGKILL after a grace), writes its run record beside the span files and renders the
+traces, then compares the feed's own record of what it produced with what ``prices`` carries,
+per instrument: OK, DEGRADED (exactly once and in order, but a silence over the availability
+bound, with its cause) or FAILED (see :mod:`pricing_ha.local.verdict`).
 """
 
 from __future__ import annotations
