@@ -172,8 +172,12 @@ class Neli:
         await self._settle_rebalance()
         if handover and self.config.mode is Mode.NON_EXCLUSIVE and self._failure is None:
             await self._hand_over()
-        for task in self._tasks:
-            task.cancel()
+        # A delivery in progress (the check loop dispatching a loss: the barrier flushing the
+        # worker, then the tracing handler) must finish before its task is cancelled; cancelled
+        # mid-barrier, the later handlers never saw the loss (no revoked span, no term end).
+        async with self._events.lock:
+            for task in self._tasks:
+                task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

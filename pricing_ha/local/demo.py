@@ -4,9 +4,11 @@ Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C 
 embedded broker (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
 x2, a verifying subscriber and the feed. While the feed runs it injects, on a schedule scaled to
 the duration: a P1 member SIGKILL, the loss of all of P2 and its restart, a SIGKILL of the
-active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it compares the feed's own record
-of what it produced with what ``prices`` carries, per instrument, and passes only if nothing was
-lost, duplicated or reordered.
+active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it stops every process (SIGTERM,
+then SIGKILL after a grace), writes its run record beside the span files and renders the
+traces, then compares the feed's own record of what it produced with what ``prices`` carries,
+per instrument: OK, DEGRADED (exactly once and in order, but a silence over the availability
+bound, with its cause) or FAILED (see :mod:`pricing_ha.local.verdict`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
@@ -25,10 +27,11 @@ import orjson
 
 from pricing_ha.dedupe.relay import relay_group_id
 from pricing_ha.local.broker import EmbeddedBroker
-from pricing_ha.local.cluster import PricingCluster, wait_for
+from pricing_ha.local.cluster import PricingCluster, Record, wait_for
+from pricing_ha.local.demo_report import RunRecord, show_traces, trace_notes
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
-from pricing_ha.local.verdict import Verdict, judge
+from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict, judge
 from pricing_ha.publishing.publisher import neli_group_id
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -48,6 +51,11 @@ class DemoOptions:
     live: bool = True
     #: Land the topics with the Spark pipeline and write its report (``--report``).
     report: bool = False
+    #: The availability bound per instrument in seconds (``None``: derived, see
+    #: :class:`~pricing_ha.local.verdict.SilenceBound`).
+    silence_bound_s: float | None = None
+    #: How long every process gets to stop after SIGTERM at the end before it is SIGKILLed.
+    stop_grace_s: float = 40.0
 
 
 @dataclass
@@ -62,10 +70,15 @@ class DemoResult:
     report_ok: bool | None = None
 
     @property
+    def state(self) -> State:
+        """OK, DEGRADED or FAILED (a report that disagrees or fails makes the run FAILED)."""
+        return State.FAILED if self.report_ok is False else self.verdict.state
+
+    @property
     def ok(self) -> bool:
-        """The data verdict, the independent subscriber and the report (if any) found nothing
-        wrong."""
-        return self.verdict.ok and bool(self.subscriber.get("ok")) and self.report_ok is not False
+        """Exactly once, in order, within the availability bound, and the report (if any)
+        agrees."""
+        return self.state is State.OK
 
 
 class _Run:
@@ -74,16 +87,35 @@ class _Run:
         self.view = view
         self.out = out
         self.events: list[str] = []
-        self.t0 = time.monotonic()
+        self.record = RunRecord.start()
+        #: Faults and planned changes (every scheduled action), for the verdict's causes.
+        self.faults: list[Fault] = []
+        self._open: dict[str, int] = {}  # fault key -> index of a fault that lasts
+
+    @property
+    def now(self) -> float:
+        return self.record.now()
 
     def note(self, text: str) -> None:
-        stamp = f"t={time.monotonic() - self.t0:5.1f}s {text}"
+        stamp = f"t={self.now:5.1f}s {text}"
         self.events.append(stamp)
         self.out(f"  >> {stamp}")
 
+    def fault(self, text: str, *, opens: str | None = None, closes: str | None = None) -> None:
+        """Note ``text`` and add it to the fault timeline (``opens``/``closes`` a lasting one)."""
+        self.note(text)
+        if closes is not None and closes in self._open:
+            i = self._open.pop(closes)
+            self.faults[i] = replace(self.faults[i], until_s=self.now)
+            return
+        if opens is not None:
+            self._open[opens] = len(self.faults)
+        self.faults.append(Fault(round(self.now, 3), text))
+
     def kill(self, name: str) -> None:
         self.cluster.members[name].kill()
-        self.note(f"SIGKILL {name}")
+        self.record.ended(self.cluster.members[name], f"SIGKILL (fault) at t={self.now:.1f} s")
+        self.fault(f"SIGKILL {name}")
 
     def schedule(self, duration: float, s: float) -> list[tuple[float, str, Callable[[], None]]]:
         c = self.cluster
@@ -94,29 +126,30 @@ class _Run:
 
         def pause_p1() -> None:
             c.members["p1-b"].pause()
-            self.note(f"SIGSTOP p1-b (for {2 * s:.0f} s)")
+            self.fault(f"SIGSTOP p1-b (for {2 * s:.0f} s)", opens="pause")
 
         def resume_p1() -> None:
             c.members["p1-b"].resume()
-            self.note("SIGCONT p1-b")
+            self.fault("SIGCONT p1-b", closes="pause")
 
         def restart_p2() -> None:
             c.publisher("p2", "c")
             c.publisher("p2", "d")
-            self.note("AZ b back: started p2-c, p2-d")
+            self.fault("AZ b back: started p2-c, p2-d", closes="az")
 
         def lose_p2() -> None:
-            c.members["p2-a"].kill()
-            c.members["p2-b"].kill()
-            self.note("AZ b lost: SIGKILL p2-a and p2-b")
+            for name in ("p2-a", "p2-b"):
+                c.members[name].kill()
+                self.record.ended(c.members[name], f"SIGKILL (AZ b lost) at t={self.now:.1f} s")
+            self.fault("AZ b lost: SIGKILL p2-a and p2-b", opens="az")
 
         def new_relay() -> None:
             c.relay("r3")
-            self.note("started relay r3")
+            self.fault("started relay r3 (a relay rebalance: partitions move to it)")
 
         def new_p1() -> None:
             c.publisher("p1", "c")
-            self.note("started p1-c")
+            self.fault("started p1-c (a P1 rebalance)")
 
         return sorted(
             [
@@ -138,7 +171,12 @@ def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
 
 
 def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoResult:
-    """Run the demo and return its verdict."""
+    """Run the demo and return its verdict.
+
+    The verdict and the traces are rendered only after every process the demo started has
+    stopped (SIGTERM, then SIGKILL after ``stop_grace_s``), so that every term a stopping
+    member ended is in its span file.
+    """
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
@@ -159,15 +197,51 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
                 # Every process writes its spans here (JSON lines) unless OTLP is configured.
                 env={"PRICING_HA__TELEMETRY__TRACES_DIR": str(workdir / "traces")},
             )
-            return _drive(cluster, options, workdir, out)
+            view = LiveView(
+                cluster.bootstrap,
+                cluster.topics["neli"],
+                cluster.topics["prices"],
+                cluster.partitions,
+            )
+            try:
+                run, data = _drive(cluster, view, options, workdir, out)
+                run.note(
+                    f"stopping every process (SIGTERM, SIGKILL after {options.stop_grace_s:.0f} s)"
+                )
+                procs.close(grace_s=options.stop_grace_s)
+                for proc in procs.procs:
+                    run.record.stopped(proc)
+                run.note("every process stopped")
+                run.record.heartbeats = view.last_heartbeats()
+            finally:
+                view.close()
+            run.record.write(workdir / "traces")
+            verdict = _judge(cluster, options, run, data, workdir)
+            _report(verdict, data.subscriber, run, workdir, out)
+            report_ok = _pipeline_report(cluster, verdict, workdir, out) if options.report else None
     finally:
         if broker is not None:
             broker.stop()
+    result = DemoResult(verdict, data.subscriber, run.events, workdir, report_ok)
+    out(verdict.headline() if report_ok is not False else "VERDICT: FAILED - the pipeline report")
+    return result
+
+
+@dataclass
+class _Data:
+    expected: dict[str, int]
+    prices: list[Record]
+    raw: list[Record]
+    subscriber: dict[str, object]
 
 
 def _drive(
-    cluster: PricingCluster, options: DemoOptions, workdir: Path, out: Callable[[str], None]
-) -> DemoResult:
+    cluster: PricingCluster,
+    view: LiveView,
+    options: DemoOptions,
+    workdir: Path,
+    out: Callable[[str], None],
+) -> tuple[_Run, _Data]:
     s = options.session_ms / 1000
     cluster.create_topics()
     out(f"topics created ({options.partitions} partitions each); work dir {workdir}")
@@ -176,66 +250,83 @@ def _drive(
         cluster.publisher(g, "b")
     cluster.relay("r1")
     cluster.relay("r2")
-    view = LiveView(
-        cluster.bootstrap, cluster.topics["neli"], cluster.topics["prices"], cluster.partitions
-    )
     groups = {
         "P1/a": neli_group_id(cluster.group("p1")),
         "P2/b": neli_group_id(cluster.group("p2")),
         "relay": relay_group_id(cluster.group("relay")),
     }
     run = _Run(cluster, view, out)
+    every = set(range(cluster.partitions))
+    wait_for(
+        lambda: all(
+            {p for p, ms in view.leaders(g).items() if ms} == every for g in groups.values()
+        ),
+        90,
+        "P1, P2 and the relays to lead every partition",
+    )
+    run.note("every group leads every partition")
+    summary_path = workdir / "subscriber-summary.json"
+    subscriber = cluster.cli(
+        "subscriber", "subscribe", "--from-beginning", f"--summary-out={summary_path}"
+    )
+    feed = cluster.feed(
+        instruments=options.instruments, rate=options.rate_hz, duration=options.duration_s
+    )
+    run.note(f"feed: {options.instruments} instruments at {options.rate_hz:g} Hz")
+    feed_t0 = time.monotonic()
+    actions = run.schedule(options.duration_s, s)
+    tty = sys.stdout.isatty() and options.live
+    next_print = 0.0
+    while feed.alive():
+        elapsed = time.monotonic() - feed_t0
+        while actions and actions[0][0] <= elapsed:
+            actions.pop(0)[2]()
+        if options.live and time.monotonic() >= next_print:
+            text = view.render(groups, run.now, run.events)
+            out(f"{_CLEAR}{text}" if tty else text)
+            next_print = time.monotonic() + (0.5 if tty else 5.0)
+        time.sleep(0.1)
+    for _, _, action in actions:  # a feed that ended early still gets every fault
+        action()
+    if feed.wait(10) != 0:
+        raise RuntimeError(f"the feed failed:\n{feed.log_tail()}")
+    expected = cluster.expected()
+    run.note("feed finished; waiting for prices to drain")
     try:
-        every = set(range(cluster.partitions))
-        wait_for(
-            lambda: all(
-                {p for p, ms in view.leaders(g).items() if ms} == every for g in groups.values()
-            ),
-            90,
-            "P1, P2 and the relays to lead every partition",
-        )
-        run.note("every group leads every partition")
-        summary_path = workdir / "subscriber-summary.json"
-        subscriber = cluster.cli(
-            "subscriber", "subscribe", "--from-beginning", f"--summary-out={summary_path}"
-        )
-        feed = cluster.feed(
-            instruments=options.instruments, rate=options.rate_hz, duration=options.duration_s
-        )
-        run.note(f"feed: {options.instruments} instruments at {options.rate_hz:g} Hz")
-        feed_t0 = time.monotonic()
-        actions = run.schedule(options.duration_s, s)
-        tty = sys.stdout.isatty() and options.live
-        next_print = 0.0
-        while feed.alive():
-            elapsed = time.monotonic() - feed_t0
-            while actions and actions[0][0] <= elapsed:
-                actions.pop(0)[2]()
-            if options.live and time.monotonic() >= next_print:
-                text = view.render(groups, time.monotonic() - run.t0, run.events)
-                out(f"{_CLEAR}{text}" if tty else text)
-                next_print = time.monotonic() + (0.5 if tty else 5.0)
-            time.sleep(0.1)
-        for _, _, action in actions:  # a feed that ended early still gets every fault
-            action()
-        if feed.wait(10) != 0:
-            raise RuntimeError(f"the feed failed:\n{feed.log_tail()}")
-        expected = cluster.expected()
-        run.note("feed finished; waiting for prices to drain")
-        try:
-            wait_for(lambda: judge(expected, cluster.read("prices", idle_s=0.5)).ok, 90, "prices")
-        except AssertionError:
-            run.note("prices did not become complete within 90 s")
-        time.sleep(1.0)  # let the subscriber read the tail before it is stopped
-        subscriber.terminate()
-        subscriber.wait(30)
-        sub = _load(summary_path)
-        verdict = judge(expected, cluster.read("prices"))
-    finally:
-        view.close()
-    _report(verdict, sub, run, workdir, out)
-    report_ok = _pipeline_report(cluster, verdict, workdir, out) if options.report else None
-    return DemoResult(verdict, sub, run.events, workdir, report_ok)
+        wait_for(lambda: judge(expected, cluster.read("prices", idle_s=0.5)).ok, 90, "prices")
+    except AssertionError:
+        run.note("prices did not become complete within 90 s")
+    time.sleep(1.0)  # let the subscriber read the tail before it is stopped
+    subscriber.terminate()
+    subscriber.wait(30)
+    data = _Data(expected, cluster.read("prices"), cluster.read("raw"), _load(summary_path))
+    return run, data
+
+
+def _judge(
+    cluster: PricingCluster, options: DemoOptions, run: _Run, data: _Data, workdir: Path
+) -> Verdict:
+    """The verdict with its availability bound; breaches annotated from the traces."""
+    from pricing_ha.config import load_app_config
+
+    reorder_ms = load_app_config(cluster.config_path).relay.reorder_window_ms
+    bound = SilenceBound(
+        tick_s=1 / options.rate_hz,
+        reorder_window_s=reorder_ms / 1000,
+        override_s=options.silence_bound_s,
+    )
+    verdict = judge(
+        data.expected,
+        data.prices,
+        raw=data.raw,
+        bound=bound,
+        origin_wall_s=run.record.t0_wall_ns / 1e9,
+        faults=run.faults,
+        # A relay fail-over heals after S + a rebalance (about S on the embedded broker) + T.
+        horizon_s=4 * options.session_ms / 1000,
+        subscriber_ok=bool(data.subscriber.get("ok")),
+    )
+    return trace_notes(verdict, workdir / "traces", relay_group_id(cluster.group("relay")))
 
 
 def _pipeline_report(
@@ -265,26 +356,6 @@ def _load(path: Path) -> dict[str, object]:
         return {"ok": False, "error": f"no subscriber summary at {path}"}
 
 
-def _show_traces(workdir: Path, out: Callable[[str], None]) -> None:
-    """Render the run's fail-overs from the span files; print where the chart and tree are."""
-    from pricing_ha.local.traces_chart import write_trace_report
-
-    spans = workdir / "traces"
-    if not spans.is_dir():
-        out("no span files were written (OTLP export configured?)")
-        return
-    lines: list[str] = []
-    try:
-        html = write_trace_report(spans, workdir / "leadership.html", echo=lines.append)
-    except Exception as exc:  # noqa: BLE001 - the verdict must not depend on the chart
-        out(f"could not render the traces: {exc!r}")
-        return
-    tree = workdir / "failovers.txt"
-    tree.write_text("\n".join(lines) + "\n")
-    out(f"fail-over traces: {tree} (tree), {html} (leadership timeline chart)")
-    out(f"  re-render any time with: pricing-ha traces {spans} --out {html}")
-
-
 def _report(
     verdict: Verdict,
     sub: dict[str, object],
@@ -293,26 +364,18 @@ def _report(
     out: Callable[[str], None],
 ) -> None:
     out("")
-    out("faults injected:")
+    out("faults injected (t= on the demo's clock, as in the log above):")
     for e in run.events:
         out(f"  {e}")
     out("")
     out("per instrument, feed vs prices:")
     out(verdict.render())
     out("")
+    out(verdict.render_breaches())
+    out("")
     out(
         f"independent subscriber: ok={sub.get('ok')} duplicates={sub.get('duplicates')} "
         f"gaps={sub.get('gaps')} max silence={sub.get('max_silence_s')}"
     )
     out(f"logs and summaries: {workdir}")
-    _show_traces(workdir, out)
-    ok = verdict.ok and bool(sub.get("ok"))
-    out(
-        "VERDICT: "
-        + (
-            "OK - every price delivered exactly once, in order"
-            if ok
-            else "FAILED - see the rows above"
-        )
-        + f" (longest silence {verdict.longest_silence_s:.2f} s)"
-    )
+    show_traces(workdir, out)

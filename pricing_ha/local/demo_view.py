@@ -108,6 +108,23 @@ class LiveView:
             lines = [ln for ln in self._lines.values() if ln.relay]
             return max(lines, key=lambda ln: ln.last_arrival).relay if lines else None
 
+    def last_heartbeats(self) -> dict[str, dict[str, object]]:
+        """Per NELI member id: its name, group and the send time of its latest heartbeat.
+
+        Heartbeats are published every pulse whatever the member does, so this, not any span
+        (price-path spans are sampled), is when a member was last heard of.
+        """
+        with self._lock:
+            return {
+                member_id: {
+                    "member_name": hb.member_name,
+                    "group": hb.group,
+                    "sent_wall_ns": int(hb.sent_wall * 1e9),
+                    "led": sorted(hb.led),
+                }
+                for member_id, hb in self._members.items()
+            }
+
     def leaders(self, group: str) -> dict[int, list[str]]:
         """Partition -> members of ``group`` (NELI group id) that report leading it now."""
         now = time.time()

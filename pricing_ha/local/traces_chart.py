@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pricing_ha.local.traces_view import Switch, Term, TraceSet, render_tree, switches, terms
+from pricing_ha.local.traces_tree import render_tree
+from pricing_ha.local.traces_view import Switch, Term, TraceSet, switches, terms
 
 __all__ = ["render_html", "write_trace_report"]
 
@@ -49,8 +50,9 @@ svg text { font-size: 11px; fill: #333; }
 
 
 class _Scale:
-    def __init__(self, t0: int, t1: int) -> None:
+    def __init__(self, t0: int, t1: int, origin: int) -> None:
         self.t0 = t0
+        self.origin = origin  # the run's t=0 (labels), which may precede the first span
         self.span = max(int((t1 - t0) * 1.03), 1)  # a margin: the last terms stay visible
         self.width = _WIDTH - _LEFT - _RIGHT
 
@@ -65,7 +67,12 @@ class _Scale:
         out = []
         k = 0
         while k * step <= seconds + 1e-9:
-            out.append((_LEFT + k * step / seconds * self.width, f"+{k * step:g} s"))
+            out.append(
+                (
+                    self.x(self.t0 + int(k * step * 1e9)),
+                    f"t={(self.t0 - self.origin) / 1e9 + k * step:.1f} s",
+                )
+            )
             k += 1
         return out
 
@@ -92,12 +99,12 @@ def _hatch(color: str, pid: str) -> str:
 
 def _term_title(term: Term, scale: _Scale, end: int) -> str:
     def rel(ns: int) -> str:
-        return f"+{(ns - scale.t0) / 1e9:.3f} s"
+        return f"t={(ns - scale.origin) / 1e9:.3f} s"
 
     ended = (
         f"{term.end_kind} at {rel(end)} ({term.end_reason})"
         if not term.open
-        else f"no end recorded (drawn to {rel(end)})"
+        else f"no end recorded, {term.end_note} (drawn to {rel(end)})"
     )
     return html.escape(
         f"{term.member} ({term.member_id}) leads partition {term.partition}\n"
@@ -206,7 +213,8 @@ def render_html(
     traces: TraceSet, all_terms: list[Term], moves: Sequence[Switch], *, source: str
 ) -> str:
     """The whole page (see the module docstring)."""
-    scale = _Scale(traces.origin_ns, traces.end_ns)
+    first = min((t.start_ns for t in all_terms), default=traces.origin_ns)
+    scale = _Scale(min(first, traces.end_ns), traces.end_ns, traces.origin_ns)
     by_group: dict[str, list[Term]] = {}
     for t in all_terms:
         by_group.setdefault(t.group, []).append(t)
@@ -220,9 +228,11 @@ def render_html(
         f"<title>Leadership timeline</title><style>{_STYLE}</style></head><body>"
         "<h1>Leadership timeline</h1>"
         f'<p class="note">{len(traces.spans)} spans from {len(traces.files)} file(s) in '
-        f"{html.escape(source)}. Hatched bars: terms with no recorded end (the process was "
-        "killed while leading); they run to the successor's takeover, or to the process's "
-        "last span.</p>" + "".join(charts) + "</body></html>\n"
+        f"{html.escape(source)}; times on the run's clock (t=). Hatched bars: terms with no "
+        "recorded end (the process was killed while leading; hover for how it ended); they run "
+        "to the successor's takeover, or to when the member was last heard of.</p>"
+        + "".join(charts)
+        + "</body></html>\n"
     )
 
 

@@ -7,35 +7,46 @@ Every process writes its spans to ``[telemetry] traces_dir`` (one file per proce
   (``neli.term p{k}``) is exported only when it ends, so terms are rebuilt from the event spans
   too: each ``neli.acquired``/``neli.resumed`` span is a child of its term and opens it; a
   ``neli.fenced``/``neli.revoked`` child closes it. A term that never ended (its process was
-  killed) lasts until a successor's ``neli.acquired`` links to it, or until its process's last
-  span;
-* **leadership changes** (:func:`failovers`): each ``neli.acquired`` span with a link to a
-  predecessor's term (carried in NELI heartbeats): who led before, when it was last heard of,
-  who leads now and how long the partition waited;
+  killed) lasts until a successor's ``neli.acquired`` links to it, or until its member was last
+  heard of;
+* **leadership changes** (:func:`failovers`): each ``neli.acquired`` span of a new member on a
+  partition, with its predecessor's term: from the span's link (the predecessor's trace
+  context, carried in NELI heartbeats) or, when the successor read none of its predecessor's
+  heartbeats (a planned hand-over: the successor starts after the committed position, past
+  them), inferred from the partition's previous term and marked so;
+
+**The run record.** The demo writes ``demo-run.json`` (:data:`RUN_FILE`) next to the span
+files: its clock's origin (so times read ``t=`` as in the demo's log), every member's last
+NELI heartbeat (when it was last heard of: heartbeats go out every pulse, whereas price-path
+spans are sampled and say nothing about liveness), and how each process ended (killed by a
+fault, stopped at the end). Without it, times count from the first span and "last heard of" is
+the process's latest always-recorded (non price-path) span.
 * **publisher switches** seen by the relay (``relay.switch {instrument}`` spans) and by
   subscribers in direct mode (``subscriber.switch {instrument}``).
 
-:func:`render_tree` prints the last two as text; :mod:`pricing_ha.local.traces_chart` draws the
-terms as an HTML timeline. :func:`~pricing_ha.local.traces_chart.write_trace_report` does both.
+:func:`~pricing_ha.local.traces_tree.render_tree` prints the last two as a tree;
+:mod:`pricing_ha.local.traces_chart` draws the terms as an HTML timeline;
+:func:`~pricing_ha.local.traces_chart.write_trace_report` does both.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from pricing_ha.telemetry.jsonl import load_spans
 
 __all__ = [
+    "RUN_FILE",
     "Failover",
     "Switch",
     "Term",
     "TraceSet",
     "failovers",
-    "render_tree",
     "switches",
     "terms",
 ]
@@ -44,18 +55,32 @@ Span = dict[str, Any]
 _GAINS = ("neli.acquired", "neli.resumed")
 _LOSSES = ("neli.fenced", "neli.revoked")
 _PREDECESSOR_LINK = "predecessor term"
+_PRICE_PATH_KINDS = ("PRODUCER", "CONSUMER")  # sampled: no evidence of life or death
+#: The demo's run record, next to the span files (see the module docstring).
+RUN_FILE = "demo-run.json"
 
 
 @dataclass
 class TraceSet:
-    """Every span of a run, each tagged with the file (process) it came from."""
+    """Every span of a run, each tagged with the file (process) it came from.
+
+    Attributes:
+        spans: the spans.
+        files: the span files read.
+        clock_origin_ns: the run's ``t=0`` (wall, ns) from its run record, if any.
+        heartbeats: per NELI member id, the send time of its last heartbeat (run record).
+        process_ends: per process id, how the process ended (run record).
+    """
 
     spans: list[Span]
     files: list[Path] = field(default_factory=list)
+    clock_origin_ns: int | None = None
+    heartbeats: dict[str, int] = field(default_factory=dict)
+    process_ends: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, directory: Path) -> TraceSet:
-        """Read every ``*.jsonl`` file under ``directory``."""
+        """Read every ``*.jsonl`` file under ``directory``, and its run record if present."""
         files = sorted(directory.rglob("*.jsonl"))
         spans: list[Span] = []
         for path in files:
@@ -63,11 +88,24 @@ class TraceSet:
                 if isinstance(span, dict) and "start_ns" in span:
                     span["_file"] = str(path)
                     spans.append(span)
-        return cls(spans, files)
+        out = cls(spans, files)
+        record = directory / RUN_FILE
+        if record.is_file():
+            data = orjson.loads(record.read_bytes())
+            out.clock_origin_ns = int(data["t0_wall_ns"])
+            out.heartbeats = {
+                m: int(h["sent_wall_ns"]) for m, h in (data.get("heartbeats") or {}).items()
+            }
+            out.process_ends = {
+                int(pid): str(p["end"]) for pid, p in (data.get("processes") or {}).items()
+            }
+        return out
 
     @property
     def origin_ns(self) -> int:
-        """The earliest instant in the data (time zero of the views)."""
+        """Time zero of the views: the run's ``t=0``, else the earliest instant in the data."""
+        if self.clock_origin_ns is not None:
+            return self.clock_origin_ns
         return min((s["start_ns"] for s in self.spans), default=0)
 
     @property
@@ -76,12 +114,19 @@ class TraceSet:
         return max((_end(s) for s in self.spans), default=0)
 
     def last_seen(self) -> dict[str, int]:
-        """Per file (process), the end of its latest span: when it was last heard of."""
+        """Per file (process), the end of its latest always-recorded span (a fallback for
+        members with no heartbeat in the run record; price-path spans are sampled)."""
         out: dict[str, int] = {}
         for s in self.spans:
+            if s.get("kind") in _PRICE_PATH_KINDS:
+                continue
             f = s.get("_file", "")
             out[f] = max(out.get(f, 0), _end(s))
         return out
+
+    def at(self, ns: int | None) -> str:
+        """``t=12.345 s`` on the run's clock (``?`` if unknown)."""
+        return "t=?" if ns is None else f"t={(ns - self.origin_ns) / 1e9:.3f} s"
 
 
 def _end(span: Span) -> int:
@@ -106,7 +151,10 @@ class Term:
     file: str = ""
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (ns, name, reason)
     superseded_ns: int | None = None  # a successor's acquired linked to this open term
-    last_seen_ns: int | None = None  # the end of the latest span of its process
+    last_seen_ns: int | None = None  # its last heartbeat, else its latest recorded span
+    last_seen_from: str = "latest recorded span"
+    pid: int | None = None
+    process_end: str | None = None  # how its process ended (run record)
 
     @property
     def drawn_end_ns(self) -> int:
@@ -122,6 +170,21 @@ class Term:
     def open(self) -> bool:
         """Whether no end was recorded (the process died, or the run ended, while leading)."""
         return self.end_ns is None
+
+    @property
+    def end_note(self) -> str | None:
+        """For an open term, why it has no end: how its process ended, or that nobody knows
+        (``None``: the term ended)."""
+        if not self.open:
+            return None
+        if self.process_end is not None:
+            return f"process ended: {self.process_end}"
+        return "no record of how its process ended"
+
+    @property
+    def explained(self) -> bool:
+        """Whether the term has an end, or a known reason for having none."""
+        return not self.open or self.process_end is not None
 
 
 def terms(traces: TraceSet) -> list[Term]:
@@ -141,6 +204,7 @@ def terms(traces: TraceSet) -> list[Term]:
                     start_ns=s["start_ns"],
                     start_kind=name.removeprefix("neli."),
                     file=s.get("_file", ""),
+                    pid=(s.get("resource") or {}).get("process.pid"),
                 )
             by_id[term_id].events.append(
                 (s["start_ns"], name.removeprefix("neli."), attrs.get("neli.reason", ""))
@@ -161,26 +225,73 @@ def terms(traces: TraceSet) -> list[Term]:
             term.end_ns = s.get("end_ns")
             term.end_kind = attrs.get("neli.term.end", term.end_kind)
             term.end_reason = attrs.get("neli.term.end_reason", term.end_reason)
-    for change in _acquisitions(traces):
-        pred = by_id.get(change["link"])
+    ordered = sorted(by_id.values(), key=lambda t: (t.group, t.partition, t.start_ns))
+    for change in _acquisitions(traces, ordered):
+        pred = change["pred"]
         if pred is not None and pred.open and pred.term_id != change["term_id"]:
             t = change["span"]["start_ns"]
             pred.superseded_ns = t if pred.superseded_ns is None else min(pred.superseded_ns, t)
+    _annotate(traces, ordered)
+    return ordered
+
+
+def _annotate(traces: TraceSet, ordered: list[Term]) -> None:
+    """Events in order; when each member was last heard of; how its process ended."""
     seen = traces.last_seen()
-    for term in by_id.values():
+    for term in ordered:
         term.events.sort()
-        term.last_seen_ns = seen.get(term.file)
-    return sorted(by_id.values(), key=lambda t: (t.group, t.partition, t.start_ns))
+        if term.member_id in traces.heartbeats:
+            term.last_seen_ns = traces.heartbeats[term.member_id]
+            term.last_seen_from = "last heartbeat"
+        else:
+            term.last_seen_ns = seen.get(term.file)
+        if term.pid is not None:
+            term.process_end = traces.process_ends.get(int(term.pid))
 
 
-def _acquisitions(traces: TraceSet) -> Iterable[dict[str, Any]]:
-    """``neli.acquired`` spans with their predecessor-term link, oldest first."""
+def _acquisitions(traces: TraceSet, ordered: list[Term]) -> Iterable[dict[str, Any]]:
+    """``neli.acquired`` spans with their predecessor's term, oldest first.
+
+    The predecessor is the term the span links to; with no link, the latest earlier term on
+    the same group and partition (``inferred``).
+    """
+    by_id = {t.term_id: t for t in ordered}
     for s in sorted(traces.spans, key=lambda s: s["start_ns"]):
         if s["name"] != "neli.acquired":
             continue
-        for link in s.get("links") or []:
-            if (link.get("attributes") or {}).get("neli.link") == _PREDECESSOR_LINK:
-                yield {"span": s, "link": link["span_id"], "term_id": s.get("parent")}
+        linked = [
+            link["span_id"]
+            for link in s.get("links") or []
+            if (link.get("attributes") or {}).get("neli.link") == _PREDECESSOR_LINK
+        ]
+        if linked:
+            yield {
+                "span": s,
+                "pred": by_id.get(linked[0]),
+                "link": linked[0],
+                "term_id": s.get("parent"),
+                "inferred": False,
+            }
+            continue
+        attrs = s.get("attributes") or {}
+        group, partition = attrs.get("neli.group"), attrs.get("neli.partition")
+        earlier = [
+            t
+            for t in ordered
+            if t.group == group
+            and t.partition == partition
+            and t.start_ns < s["start_ns"]
+            and t.term_id != s.get("parent")
+        ]
+        if earlier:
+            pred = max(earlier, key=lambda t: t.start_ns)
+            yield {
+                "span": s,
+                "pred": pred,
+                "link": pred.term_id,
+                "term_id": s.get("parent"),
+                "inferred": True,
+            }
 
 
 @dataclass(frozen=True)
@@ -196,6 +307,10 @@ class Failover:
     predecessor: str
     predecessor_term: Term | None
     predecessor_last_seen_ns: int | None
+    #: True when no link named the predecessor and it was taken from the partition's terms.
+    inferred: bool = False
+    successor_term: Term | None = None
+    mode: str = ""
 
     @property
     def kind(self) -> str:
@@ -213,19 +328,19 @@ class Failover:
 
 
 def failovers(traces: TraceSet, all_terms: list[Term] | None = None) -> list[Failover]:
-    """Every ``neli.acquired`` that links to another member's term, oldest first."""
-    by_id = {t.term_id: t for t in (all_terms if all_terms is not None else terms(traces))}
-    seen = traces.last_seen()
+    """Every ``neli.acquired`` that follows another member's term, oldest first."""
+    ordered = all_terms if all_terms is not None else terms(traces)
+    by_id = {t.term_id: t for t in ordered}
     out = []
-    for change in _acquisitions(traces):
+    for change in _acquisitions(traces, ordered):
         s, attrs = change["span"], change["span"].get("attributes") or {}
-        pred = by_id.get(change["link"])
+        pred = change["pred"]
         if pred is not None and pred.member_id == attrs.get("neli.member.id"):
             continue  # the same member again: no change of leader
         last_seen = None
-        if pred is not None:
-            # Its process's last span before this acquisition (a survivor goes on living).
-            last_seen = min(seen.get(pred.file, pred.start_ns), s["start_ns"])
+        if pred is not None and pred.last_seen_ns is not None:
+            # Heard of before this acquisition (a survivor goes on living).
+            last_seen = min(pred.last_seen_ns, s["start_ns"])
         out.append(
             Failover(
                 group=str(attrs.get("neli.group", "?")),
@@ -239,6 +354,9 @@ def failovers(traces: TraceSet, all_terms: list[Term] | None = None) -> list[Fai
                 ),
                 predecessor_term=pred,
                 predecessor_last_seen_ns=last_seen,
+                inferred=bool(change["inferred"]),
+                successor_term=by_id.get(s.get("parent") or ""),
+                mode=str(attrs.get("neli.mode", "")),
             )
         )
     return out
@@ -283,57 +401,3 @@ def switches(traces: TraceSet) -> list[Switch]:
             )
         )
     return sorted(out, key=lambda w: w.at_ns)
-
-
-def _at(ns: int | None, origin: int) -> str:
-    if ns is None:
-        return "?"
-    wall = time.strftime("%H:%M:%S", time.gmtime(ns / 1e9)) + f".{ns // 1_000_000 % 1000:03d}"
-    return f"+{(ns - origin) / 1e9:.3f} s ({wall})"
-
-
-def render_tree(traces: TraceSet, all_terms: list[Term] | None = None) -> str:
-    """The leadership changes and relay switches of a run, as an indented text tree."""
-    origin = traces.origin_ns
-    changes = failovers(traces, all_terms)
-    lines = [f"{len(changes)} leadership change(s) linked to a predecessor's term"]
-    for f in changes:
-        lines.append(
-            f"{f.kind} {f.group} partition {f.partition}: {f.predecessor} -> {f.successor}"
-        )
-        term = f.predecessor_term
-        lines.append(f"  predecessor  {f.predecessor}")
-        if term is None:
-            lines.append("    (its spans are not in this directory)")
-        else:
-            lines.append(f"    term       since {_at(term.start_ns, origin)} ({term.start_kind})")
-            ns, name, reason = term.events[-1] if term.events else (term.start_ns, "?", "")
-            lines.append(f"    last event {name} at {_at(ns, origin)} ({reason})")
-            if term.open:
-                lines.append("    term end   none recorded: the process stopped while leading")
-            else:
-                lines.append(
-                    f"    term end   {term.end_kind} at {_at(term.end_ns, origin)}"
-                    f" ({term.end_reason})"
-                )
-            lines.append(f"    last seen  {_at(f.predecessor_last_seen_ns, origin)}")
-        lines.append(
-            f"  new leader   {f.successor} acquired at {_at(f.acquired_ns, origin)} ({f.reason})"
-        )
-        took = f.takeover_s
-        since = "its term ended" if f.kind == "hand-over" else "the predecessor was last seen"
-        lines.append(
-            f"  takeover     {took:.3f} s after {since}" if took is not None else "  takeover ?"
-        )
-    moves = switches(traces)
-    lines.append(f"{len(moves)} publisher switch(es) seen by the relay or direct subscribers")
-    for w in moves:
-        lines.append(
-            f"{w.stage}.switch {w.instrument} (partition {w.partition}) at "
-            f"{_at(w.at_ns, origin)} by {w.observer}"
-        )
-        lines.append(
-            f"  {w.source_from} -> {w.source_to}: silence {w.silence_s * 1000:.0f} ms, "
-            f"gap {w.gap_seq} seq, {w.duplicates_dropped} duplicate(s) dropped before"
-        )
-    return "\n".join(lines)

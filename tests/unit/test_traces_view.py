@@ -18,10 +18,10 @@ from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.dedupe.arbitration import Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.local.traces_chart import write_trace_report
+from pricing_ha.local.traces_tree import render_tree
 from pricing_ha.local.traces_view import (
     TraceSet,
     failovers,
-    render_tree,
     switches,
     terms,
 )
@@ -142,8 +142,8 @@ def test_failover_tree_links_the_right_predecessor_and_takeover(run_dir: Path) -
     text = render_tree(traces)
     assert "fail-over pricing.p1 partition 0: p1/a -> p1/b" in text
     assert "hand-over pricing.p1 partition 2: p1/b -> p1/c" in text
-    assert "none recorded: the process stopped while leading" in text
-    assert "takeover     3.200 s after the predecessor was last seen" in text
+    assert "no end recorded (no record of how its process ended)" in text
+    assert "takeover  3.200 s after the predecessor was last heard of" in text
     assert "relay.switch EURUSD (partition 1)" in text
     assert "p1/a -> p2/a: silence 350 ms, gap 0 seq, 7 duplicate(s) dropped before" in text
 
