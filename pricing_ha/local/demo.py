@@ -375,7 +375,12 @@ def _report(
     out("")
     out(
         f"independent subscriber: ok={sub.get('ok')} duplicates={sub.get('duplicates')} "
-        f"gaps={sub.get('gaps')} max silence={sub.get('max_silence_s')}"
+        f"gaps={sub.get('gaps')} max silence={_seconds(sub.get('max_silence_s'))}"
     )
     out(f"logs and summaries: {workdir}")
     show_traces(workdir, out)
+
+
+def _seconds(value: object) -> str:
+    """A silence as the verdict table prints it (``9.36s``); anything else as it is."""
+    return f"{value:.2f}s" if isinstance(value, int | float) else str(value)
