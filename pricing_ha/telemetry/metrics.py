@@ -22,8 +22,11 @@ instrument                             kind        attributes
 Every price counter, and the duplicates and gaps counters, is created at zero for every partition
 when its role starts (:meth:`PriceTally.declare <pricing_ha.telemetry.tally.PriceTally.declare>`,
 :meth:`PricingMetrics.declare_defects`), so /metrics shows them before the first price. The
-histograms and the staleness gauge still appear with their first measurement: a histogram has
-no "zero" observation, and an instrument's staleness exists only once it is known.
+role's latency histograms are declared then too (:meth:`PricingMetrics.declare_latency`): an
+OpenTelemetry histogram has no "zero" observation, so /metrics writes a declared stage without
+one as an empty histogram (every bucket, the sum and the count at 0) until its first
+measurement. The staleness gauge alone appears with its first price: a 0 would say "fresh"
+about an instrument nothing has been heard of.
 
 The hot paths do not call these instruments per price (one measurement costs about as much as
 pricing a quote): they count in a :class:`~pricing_ha.telemetry.tally.PriceTally` and flush it
@@ -37,12 +40,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from neli import LeadershipEvent
 
-__all__ = ["LATENCY_BUCKETS_S", "PricingMetrics"]
+__all__ = ["LATENCY_BUCKETS_S", "EmptyHistogram", "PricingMetrics"]
 
 #: Histogram bucket bounds for end-to-end latency, in seconds.
 LATENCY_BUCKETS_S = (
@@ -60,6 +64,29 @@ LATENCY_BUCKETS_S = (
     2.5,
     5.0,
     10.0,
+)
+
+
+@dataclass(frozen=True)
+class EmptyHistogram:
+    """A declared histogram series with no measurement yet (see the module docstring)."""
+
+    name: str
+    unit: str
+    description: str
+    bounds: tuple[float, ...]
+    attributes: tuple[tuple[str, str], ...]
+
+
+_HISTOGRAMS = (
+    (
+        "pricing_ha.price.latency",
+        "End-to-end latency from the quote's source time, by stage",
+    ),
+    (
+        "pricing_ha.price.hop_latency",
+        "Latency of the last hop: the previous stage's produce to here, by stage",
+    ),
 )
 
 
@@ -109,18 +136,16 @@ class PricingMetrics:
             unit="{gap}",
             description="Missing sequence numbers declared, by stage",
         )
-        self.latency = meter.create_histogram(
-            "pricing_ha.price.latency",
-            unit="s",
-            description="End-to-end latency from the quote's source time, by stage",
-            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        self.latency, self.hop_latency = (
+            meter.create_histogram(
+                name,
+                unit="s",
+                description=text,
+                explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+            )
+            for name, text in _HISTOGRAMS
         )
-        self.hop_latency = meter.create_histogram(
-            "pricing_ha.price.hop_latency",
-            unit="s",
-            description="Latency of the last hop: the previous stage's produce to here, by stage",
-            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
-        )
+        self._latency_stages: set[str] = set()
         meter.create_observable_gauge(
             "pricing_ha.leadership.held",
             callbacks=[self._observe_held],
@@ -144,6 +169,21 @@ class PricingMetrics:
             attrs = {"stage": stage, "partition": str(partition)}
             self.duplicates_dropped.add(0, attrs)
             self.gaps.add(0, attrs)
+
+    def declare_latency(self, stage: str) -> None:
+        """Show ``stage``'s latency histograms on /metrics from now on, empty until measured."""
+        with self._lock:
+            self._latency_stages.add(stage)
+
+    def empty_histograms(self) -> list[EmptyHistogram]:
+        """The declared latency series, for /metrics to write where no measurement exists."""
+        with self._lock:
+            stages = sorted(self._latency_stages)
+        return [
+            EmptyHistogram(name, "s", text, LATENCY_BUCKETS_S, (("stage", stage),))
+            for name, text in _HISTOGRAMS
+            for stage in stages
+        ]
 
     # -- leadership ---------------------------------------------------------------------------
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.metrics.export import Gauge, Histogram, Metric, MetricsData, Sum
+
+from pricing_ha.telemetry.metrics import EmptyHistogram
 
 __all__ = ["CONTENT_TYPE", "render_prometheus"]
 
@@ -112,13 +114,33 @@ def _add(families: dict[str, _Family], metric: Metric) -> None:
             fam.samples.append(f"{name}_count{_labels(p.attributes)} {p.count}")
 
 
-def render_prometheus(data: MetricsData | None) -> str:
-    """The Prometheus 0.0.4 text of ``data`` (empty text for ``None``)."""
+def _add_empty(families: dict[str, _Family], empty: EmptyHistogram) -> None:
+    """``empty`` as a histogram with every bucket at 0, unless it was measured."""
+    name = _name(empty.name, empty.unit, total=False)
+    attrs = dict(empty.attributes)
+    fam = families.setdefault(name, _Family("histogram", _escape_help(empty.description)))
+    count = f"{name}_count{_labels(attrs)} "
+    if any(sample.startswith(count) for sample in fam.samples):
+        return
+    for bound in empty.bounds:
+        fam.samples.append(f"{name}_bucket{_labels(attrs, {'le': _value(float(bound))})} 0")
+    fam.samples.append(f"{name}_bucket{_labels(attrs, {'le': '+Inf'})} 0")
+    fam.samples.append(f"{name}_sum{_labels(attrs)} 0")
+    fam.samples.append(f"{count}0")
+
+
+def render_prometheus(
+    data: MetricsData | None, empty_histograms: Iterable[EmptyHistogram] = ()
+) -> str:
+    """The Prometheus 0.0.4 text of ``data`` (empty text for ``None``), plus each of
+    ``empty_histograms`` not measured yet, as an empty histogram."""
     families: dict[str, _Family] = {}
     for resource_metrics in data.resource_metrics if data is not None else ():
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
                 _add(families, metric)
+    for empty in empty_histograms:
+        _add_empty(families, empty)
     lines: list[str] = []
     for name in sorted(families):
         fam = families[name]

@@ -209,7 +209,7 @@ class Telemetry:
         """The current metrics in Prometheus text format (for ``/metrics``)."""
         if self._reader is None:
             return ""
-        return render_prometheus(self._reader.get_metrics_data())
+        return render_prometheus(self._reader.get_metrics_data(), self.metrics.empty_histograms())
 
     def shutdown(self) -> None:
         """Flush and stop exporters (idempotent); call once at process exit."""

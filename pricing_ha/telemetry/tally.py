@@ -91,13 +91,15 @@ class PriceTally:
             self._hops.append(hop_s)
 
     def declare(self, partitions: Iterable[int]) -> None:
-        """Create the counter's series of ``partitions`` at zero.
+        """Create the counter's series of ``partitions`` at zero, and this stage's latency
+        histograms empty.
 
         /metrics then shows them from start-up, before the first price, so a dashboard or an
         alert on their rate sees 0 instead of no data.
         """
         for partition in partitions:
             self._counter.add(0, self._attributes(partition))
+        self._metrics.declare_latency(self._stage["stage"])
 
     def _attributes(self, partition: int) -> dict[str, str]:
         attrs = self._attrs.get(partition)

@@ -73,3 +73,23 @@ async def test_subscriber_counts_deliveries_duplicates_and_gaps_from_zero(
             value(fams, "pricing_ha_duplicates_dropped_total", stage="subscriber", partition=p) == 0
         )
         assert value(fams, "pricing_ha_seq_gaps_total", stage="subscriber", partition=p) == 0
+
+
+def test_latency_histograms_are_empty_until_the_first_price(telemetry: Telemetry) -> None:
+    """A role's latency histograms exist from start-up with every bucket at 0; the first
+    measurement replaces the empty series (one series per stage, never two)."""
+    from pricing_ha.telemetry.tally import PriceTally
+
+    tally = PriceTally(telemetry.metrics, telemetry.metrics.prices_relayed, stage="relay")
+    tally.declare(range(M))
+    fams = parse(telemetry.prometheus_text())
+    for name in ("pricing_ha_price_latency_seconds", "pricing_ha_price_hop_latency_seconds"):
+        assert value(fams, f"{name}_count", stage="relay") == 0
+        assert value(fams, f"{name}_sum", stage="relay") == 0
+        assert value(fams, f"{name}_bucket", stage="relay", le="+Inf") == 0
+    tally.add(0, "EURUSD", 0.02, 0.01)
+    tally.flush()
+    fams = parse(telemetry.prometheus_text())
+    for name in ("pricing_ha_price_latency_seconds", "pricing_ha_price_hop_latency_seconds"):
+        assert value(fams, f"{name}_count", stage="relay") == 1
+        assert value(fams, f"{name}_bucket", stage="relay", le="+Inf") == 1
