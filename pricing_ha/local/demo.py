@@ -277,12 +277,17 @@ def _drive(
     actions = run.schedule(options.duration_s, s)
     tty = sys.stdout.isatty() and options.live
     next_print = 0.0
+    shown = 0  # events already printed (a log, not a terminal, gets each one once)
     while feed.alive():
         elapsed = time.monotonic() - feed_t0
         while actions and actions[0][0] <= elapsed:
             actions.pop(0)[2]()
         if options.live and time.monotonic() >= next_print:
-            text = view.render(groups, run.now, run.events)
+            if tty:
+                text = view.render(groups, run.now, run.events[-6:])
+            else:
+                text = view.render(groups, run.now, run.events[shown:])
+                shown = len(run.events)
             out(f"{_CLEAR}{text}" if tty else text)
             next_print = time.monotonic() + (0.5 if tty else 5.0)
         time.sleep(0.1)

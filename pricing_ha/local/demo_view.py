@@ -137,7 +137,8 @@ class LiveView:
         return out
 
     def render(self, groups: dict[str, str], elapsed: float, events: list[str]) -> str:
-        """The view as text: leadership per group, then the instruments on ``prices``."""
+        """The view as text: leadership per group, the instruments on ``prices``, then
+        ``events`` (the caller chooses: the latest few on a terminal, the new ones in a log)."""
         lines = [f"pricing-ha demo  t = {elapsed:5.1f} s"]
         for label, group in groups.items():
             cells = [
@@ -162,5 +163,5 @@ class LiveView:
                 row = []
         if row:
             lines.append("   " + "  ".join(row))
-        lines.extend(f"  > {e}" for e in events[-6:])
+        lines.extend(f"  > {e}" for e in events)
         return "\n".join(lines)
