@@ -200,23 +200,26 @@ def run_pandas(data: Path) -> dict[str, Any]:
     return {"job_s": round(time.perf_counter() - t, 2), "instruments": len(out)}
 
 
-def child(engine: str, data: Path, master: str) -> dict[str, Any]:
-    """Run one engine in a fresh interpreter; its figures plus its peak memory."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", engine, "--data", str(data), "--master", master],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def measured_child(argv: list[str], what: str) -> dict[str, Any]:
+    """Run ``argv`` (a Python child printing its figures as JSON on its last line); its
+    figures plus its peak memory (``peak_rss_mib``, the child and its own children)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     peak = 0.0
     while proc.poll() is None:
         peak = max(peak, _peak_rss_mib(proc.pid))
         time.sleep(0.2)
     stdout = proc.stdout.read() if proc.stdout else ""
     if proc.returncode != 0:
-        raise RuntimeError(f"{engine} run failed ({proc.returncode})")
+        raise RuntimeError(f"{what} failed ({proc.returncode})")
     figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     figures["peak_rss_mib"] = peak
     return figures
+
+
+def child(engine: str, data: Path, master: str) -> dict[str, Any]:
+    """Run one engine in a fresh interpreter; its figures plus its peak memory."""
+    argv = [sys.executable, __file__, "--child", engine, "--data", str(data), "--master", master]
+    return measured_child(argv, f"{engine} run")
 
 
 def main() -> None:

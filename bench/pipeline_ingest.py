@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from _common import write
 from _pipeline import code_version, foreign_processes
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from pipeline_availability import _peak_rss_mib
+from pipeline_availability import measured_child
 
 from pricing_ha.config import AppConfig, BrokerConfig
 from pricing_ha.kafka.topics import create_topics
@@ -156,21 +155,8 @@ def run_spark(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
 
 def spark_child(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
     """:func:`run_spark` in a fresh interpreter; its figures plus its peak memory."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", bootstrap, "--master", master, "--out", str(out)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    peak = 0.0
-    while proc.poll() is None:
-        peak = max(peak, _peak_rss_mib(proc.pid))
-        time.sleep(0.2)
-    stdout = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"spark ingest failed ({proc.returncode})")
-    figures: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
-    figures["peak_rss_mib"] = peak
-    return figures
+    argv = [sys.executable, __file__, "--child", bootstrap, "--master", master, "--out", str(out)]
+    return measured_child(argv, "spark ingest")
 
 
 def main() -> None:
