@@ -407,8 +407,12 @@ def judge(
         if r.key is not None and "seq" in r.headers:
             by_instrument.setdefault(r.key.decode(), []).append(r)
     raw_longest: dict[str, float] = {}
+    # Every wait between first copies on prices.raw, read once: the longest per instrument,
+    # and (below) those over the bound.
     raw_silences = (
-        [] if raw is None else silences(raw, topic="prices.raw", origin_wall_s=0.0, over_s=0.0)
+        []
+        if raw is None
+        else silences(raw, topic="prices.raw", origin_wall_s=origin_wall_s, over_s=0.0)
     )
     for s in raw_silences:
         raw_longest[s.instrument] = max(raw_longest.get(s.instrument, 0.0), s.duration_s)
@@ -439,6 +443,6 @@ def judge(
         found = silences(prices, topic="prices", origin_wall_s=origin_wall_s, over_s=limit)
         breaches = attribute(found, faults, horizon_s=horizon_s, next_due_s=limit)
         if raw is not None:
-            found_raw = silences(raw, topic="prices.raw", origin_wall_s=origin_wall_s, over_s=limit)
+            found_raw = [s for s in raw_silences if s.duration_s > limit]
             raw_breaches = attribute(found_raw, faults, horizon_s=horizon_s, next_due_s=limit)
     return Verdict(out, bound, breaches, raw_breaches, subscriber_ok)

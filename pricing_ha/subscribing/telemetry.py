@@ -54,6 +54,7 @@ class SubscriberTelemetry:
 
     def declare(self, partitions: Iterable[int]) -> None:
         """Create the delivered, duplicates and gaps series of ``partitions`` at zero."""
+        partitions = list(partitions)  # read twice
         self._tally.declare(partitions)
         self._metrics.declare_defects("subscriber", partitions)
 
