@@ -7,6 +7,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -53,17 +54,24 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def write(name: str, figures: dict[str, Any], path: Path | None = None) -> Path:
+def write(
+    name: str, figures: dict[str, Any], path: Path | None = None, *, smoke: str | None = None
+) -> Path:
     """Write ``figures`` (plus the machine) to bench/results/NAME.json and print them.
 
-    ``path``, when given, is written instead of bench/results/NAME.json (e.g. a smoke run's).
+    ``path``, when given, is written instead of bench/results/NAME.json. ``smoke`` (why the
+    run is too small to report) sends it to a temporary NAME.smoke.json instead, and says so.
     """
     doc = {"benchmark": name, "machine": machine(), "figures": figures}
+    if smoke is not None:
+        path = Path(tempfile.gettempdir()) / f"{name}.smoke.json"
     path = path if path is not None else RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(doc, indent=2))
     print(f"written to {path}")
+    if smoke is not None:
+        print(f"smoke run ({smoke}): nothing written to bench/results")
     return path
 
 

@@ -264,10 +264,7 @@ def main() -> None:
         "runs": runs,
         "load_average_1m_after": round(os.getloadavg()[0], 2),
     }
-    path = Path(tempfile.gettempdir()) / "pipeline_availability.smoke.json" if smoke else None
-    write("pipeline_availability", figures, path)
-    if smoke:
-        print(f"smoke run (< {_SMOKE_BELOW} rows): nothing written to bench/results")
+    write("pipeline_availability", figures, smoke=f"< {_SMOKE_BELOW} rows" if smoke else None)
 
 
 if __name__ == "__main__":

@@ -214,10 +214,7 @@ def main() -> None:
         "load_average_1m_after": round(os.getloadavg()[0], 2),
     }
     smoke = args.rows < _SMOKE_BELOW
-    path = Path(tempfile.gettempdir()) / "pipeline_ingest.smoke.json" if smoke else None
-    write("pipeline_ingest", figures, path)
-    if smoke:
-        print(f"smoke run (< {_SMOKE_BELOW} rows): nothing written to bench/results")
+    write("pipeline_ingest", figures, smoke=f"< {_SMOKE_BELOW} rows" if smoke else None)
 
 
 if __name__ == "__main__":
