@@ -278,6 +278,9 @@ class FeedSummary:
     topic: str
     instruments: dict[str, InstrumentTally] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    #: Failed deliveries so far, all instruments (kept as it goes: the feed reads it for
+    #: every quote, and summing the tallies cost O(instruments) each time).
+    failed: int = 0
 
     def on_produced(self, quote: Quote) -> None:
         """Counts a quote handed to the producer."""
@@ -293,6 +296,7 @@ class FeedSummary:
     def on_failed(self, instrument: str, seq: int, error: str) -> None:
         """Counts a quote whose delivery failed, keeping the first few errors."""
         self.instruments.setdefault(instrument, InstrumentTally()).failed += 1
+        self.failed += 1
         if len(self.errors) < 5:
             self.errors.append(f"{instrument} seq {seq}: {error}")
 
@@ -305,11 +309,6 @@ class FeedSummary:
     def delivered(self) -> int:
         """Total quotes acknowledged."""
         return sum(t.delivered for t in self.instruments.values())
-
-    @property
-    def failed(self) -> int:
-        """Total failed deliveries."""
-        return sum(t.failed for t in self.instruments.values())
 
     @property
     def ok(self) -> bool:

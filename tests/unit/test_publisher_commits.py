@@ -26,7 +26,8 @@ class FakeProducer:
         """Acknowledge everything unless told otherwise."""
         self.pending: list[Callable[..., None]] = []
         self.produced: list[dict[str, Any]] = []
-        self.outcome = "ack"  # "ack" | "fail" | "stuck" | "timeout"
+        # "ack" | "fail" | "stuck" | "timeout"; "held": only flush and release() answer
+        self.outcome = "ack"
 
     def produce(self, topic: str, **kwargs: Any) -> None:
         """Queue one record and remember its delivery callback."""
@@ -44,8 +45,17 @@ class FakeProducer:
         return 0
 
     def poll(self, timeout: float = 0) -> int:
-        """Nothing to serve."""
+        """Like ``flush``: the broker answers at once (unless stuck or held)."""
+        if self.outcome == "held":
+            return 0
+        self.flush(timeout)
         return 0
+
+    def release(self, n: int, err: KafkaError | None = None) -> None:
+        """Acknowledge (or fail) the ``n`` oldest queued records."""
+        callbacks, self.pending = self.pending[:n], self.pending[n:]
+        for callback in callbacks:
+            callback(err, None)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Fail every queued record as purged."""
@@ -68,6 +78,9 @@ class FakeConsumer:
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Accept the assignment."""
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        """Accept the unassignment."""
 
     def seek(self, tp: TopicPartition) -> None:
         """Remember the seek."""
@@ -125,15 +138,75 @@ def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWo
 
 
 def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None:
-    """Prices still queued when the flush gives up do not let the position advance."""
+    """Prices still queued keep the position where it was, even when the flush gives up."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
     worker.process([quote(1, 10), quote(2, 11)])  # acknowledged: committed to 12
     producer.outcome = "stuck"
     worker.process([quote(3, 12), quote(4, 13)])
-    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 12), (0, 12)]
-    assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 12)]
+    worker.idle()
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 12)]
+    worker.unassign(0)  # waits for the output (the flush gives up), commits nothing more
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 12)]
+    assert consumer.seeks == []
     assert (worker.stats.flush_timeouts, worker.stats.delivery_failures) == (1, 0)
+
+
+def test_positions_pass_only_shares_acknowledged_in_order(worker: _QuoteWorker) -> None:
+    """Batches are not waited for; a later batch's acknowledgement waits for earlier ones."""
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    producer.outcome = "held"
+    worker.process([quote(1, 10), quote(2, 11)])
+    worker.process([quote(3, 12)])
+    assert consumer.commits == []  # nothing acknowledged yet
+    producer.pending[2](None, None)  # the second batch's price first (another topic's order)
+    worker.idle()
+    assert consumer.commits == []
+    producer.release(1)
+    worker.idle()
+    assert consumer.commits == []  # the first batch is half acknowledged
+    producer.release(1)
+    worker.idle()
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 13)]
+
+
+def test_a_failure_after_later_acknowledgements_replays_from_the_failed_batch(
+    worker: _QuoteWorker,
+) -> None:
+    """A failed record replays its batch and every later one, whatever was acknowledged."""
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    producer.outcome = "held"
+    worker.process([quote(1, 10)])
+    worker.process([quote(2, 11)])
+    worker.process([quote(3, 12)])
+    producer.release(1)  # the first batch: committed to 11
+    producer.release(1, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    producer.release(1)
+    worker.idle()
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 11)]
+    assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 11)]
+    assert worker.stats.delivery_failures == 1
+
+
+def test_a_full_local_queue_waits_for_acknowledgements(worker: _QuoteWorker) -> None:
+    """BufferError from the producer is back-pressure: serve callbacks, then queue again."""
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    real = producer.produce
+    full = [True]
+
+    def produce(topic: str, **kwargs: Any) -> None:
+        if full[0]:
+            full[0] = False
+            raise BufferError("queue full")
+        real(topic, **kwargs)
+
+    producer.produce = produce  # type: ignore[method-assign]
+    worker.process([quote(1, 10)])
+    assert len(producer.produced) == 1
+    assert [(tp.partition, tp.offset) for tp in consumer.commits] == [(0, 11)]
 
 
 def test_records_expire_before_the_flush_gives_up() -> None:
