@@ -265,6 +265,9 @@ def _options() -> argparse.Namespace:
     parser.add_argument("--measure-s", type=float, default=20.0, help="latency window")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
+        "--name", default="price_path", help="results file: bench/results/NAME.json"
+    )
+    parser.add_argument(
         "--pipelined",
         action="store_true",
         help="reference forwarders without a flush per batch (use if the product moves to it)",
@@ -353,7 +356,7 @@ def main() -> None:
     rows = _table(figures)
     columns = ("figure", "product", "reference", "ratio")
     figures["table"] = [dict(zip(columns, r, strict=True)) for r in rows]
-    write("price_path", figures, smoke="--smoke" if args.smoke else None)
+    write(args.name, figures, smoke="--smoke" if args.smoke else None)
     _print_table(rows)
     for combo, c in figures["throughput"].items():
         bounded = [kind for kind in KINDS if c[kind]["any_lower_bound"]]
