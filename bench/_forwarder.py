@@ -67,7 +67,8 @@ def producer_settings(role: str) -> dict[str, str | int | float | bool]:
     """The output producer's settings: the publisher's price producer, or the relay's.
 
     Both: :data:`~pricing_ha.kafka.producers.PRODUCER_DEFAULTS` (added by the product's
-    ``ReplaceableProducer``), ``linger.ms=1``, ``acks=all``, idempotence. The publisher's also
+    ``ReplaceableProducer``), ``acks=all``, idempotence; ``linger.ms`` 5 for the publisher's
+    (as in :mod:`pricing_ha.publishing.publisher`), 1 for the relay's. The publisher's also
     sets Kafka's partitioner and a ``message.timeout.ms`` below its flush timeout; the relay's
     a ``message.timeout.ms`` of its session timeout (records are produced to an explicit
     partition either way).
@@ -80,7 +81,12 @@ def producer_settings(role: str) -> dict[str, str | int | float | bool]:
         "enable.idempotence": True,
     }
     if role == "publish":
-        return {**common, **KEYED_PRODUCER_SETTINGS, "message.timeout.ms": MESSAGE_TIMEOUT_MS}
+        return {
+            **common,
+            **KEYED_PRODUCER_SETTINGS,
+            "linger.ms": 5,
+            "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+        }
     return {**common, "message.timeout.ms": max(500, AppConfig().relay.session_timeout_ms)}
 
 

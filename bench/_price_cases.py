@@ -102,12 +102,14 @@ def start_reference(
     _create_topics(bootstrap, [quotes, raw, out], partitions)
     cluster.env["PRICING_HA__TOPICS__QUOTES"] = quotes
     run = PathRun("reference", cluster, quotes, out, [quotes, raw, out])
+    # The same loop shape as the product's: publishers do not flush per batch (they commit
+    # as acknowledgements settle); the relay flushes per batch unless ``pipelined``.
     mode = ["--pipelined"] if pipelined else []
     py, fwd, n = sys.executable, str(FORWARDER), str(partitions)
     for group in ("p1", "p2"):
         run.workers[f"fwd-{group}"] = procs.spawn(
             f"fwd-{group}",
-            [py, fwd, "publish", bootstrap, quotes, raw, n, f"--name={group}", *mode],
+            [py, fwd, "publish", bootstrap, quotes, raw, n, f"--name={group}", "--pipelined"],
         )
     run.workers["fwd-relay"] = procs.spawn(
         "fwd-relay", [py, fwd, "relay", bootstrap, raw, out, n, "--keep=p1", *mode]

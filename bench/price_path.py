@@ -270,7 +270,7 @@ def _options() -> argparse.Namespace:
     parser.add_argument(
         "--pipelined",
         action="store_true",
-        help="reference forwarders without a flush per batch (use if the product moves to it)",
+        help="the reference relay without a flush per batch too (its publishers never flush)",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="1 round, 2 short steps, short latency windows"
@@ -301,7 +301,11 @@ def main() -> None:
             "broker": "embedded Tansu (memory storage), one process",
             "product": "p1/a, p2/a (pricing-ha run), relays r1, r2 (pricing-ha dedupe)",
             "reference": "bench/_forwarder.py: publish p1, publish p2, relay --keep p1",
-            "reference_loop": "pipelined" if args.pipelined else "flush per batch",
+            "reference_loop": (
+                "publishers and relay pipelined"
+                if args.pipelined
+                else "publishers pipelined (as the product's), relay flush per batch"
+            ),
             "reference_loop_constants": {"batch": BATCH, "first_wait_s": FIRST_WAIT_S},
             "reference_consumer": CONSUMER_SETTINGS,
             "reference_producers": {r: producer_settings(r) for r in ("publish", "relay")},
