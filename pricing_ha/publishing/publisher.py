@@ -282,8 +282,7 @@ class _QuoteWorker(PartitionWorker):
             upto: int | None = None
             while queue and queue[0].outstanding <= 0 and not queue[0].failed:
                 upto = queue.popleft().last + 1
-            failed_at = next((share.first for share in queue if share.failed), None)
-            if failed_at is not None:
+            if any(share.failed for share in queue):
                 # Output failed: replay from the first quote of the first share not known to
                 # be delivered (duplicates are harmless: the relay drops them).
                 failed_at = queue[0].first
