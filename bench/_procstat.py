@@ -28,6 +28,21 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of each thread of a running process, keyed ``"name [tid]"``
+    (librdkafka names its threads ``rdk:...``; Python threads carry the process's name)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[f"{name} [{task.name}]"] = (int(fields[11]) + int(fields[12])) * _TICK_S
+    return out
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM (peak) of a running process, in KiB."""
     out = {}

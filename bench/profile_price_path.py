@@ -30,32 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, machine
 from _pipeline import TopicCounter, code_version, foreign_processes, start_feed, start_pipeline
+from _procstat import cpu_s, thread_cpu_s
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 100
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU seconds per OS thread name (librdkafka names its threads ``rdk:...``)."""
-    out: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        key = f"{name} [{task.name}]"
-        out[key] = cpu
-    return out
 
 
 def _diff(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -103,9 +83,9 @@ def main() -> None:
             "feed": feed.pid,
             "publisher-p2": cluster.members["p2-a"].pid,
         }
-        cpu0 = {role: _cpu_s(proc.pid) for role, proc in targets.items()}
-        others0 = {role: _cpu_s(pid) for role, pid in others.items()}
-        threads0 = {role: _thread_cpu_s(proc.pid) for role, proc in targets.items()}
+        cpu0 = {role: cpu_s(proc.pid) for role, proc in targets.items()}
+        others0 = {role: cpu_s(pid) for role, pid in others.items()}
+        threads0 = {role: thread_cpu_s(proc.pid) for role, proc in targets.items()}
         n0, t0 = counter.counts[prices], time.monotonic()
         spies = [
             subprocess.Popen(
@@ -132,10 +112,10 @@ def main() -> None:
             s.wait(args.seconds + 60)
         elapsed = time.monotonic() - t0
         delivered = counter.counts[prices] - n0
-        cpu = {role: _cpu_s(proc.pid) - cpu0[role] for role, proc in targets.items()}
-        out["other_cpu_s"] = {k: round(_cpu_s(pid) - others0[k], 2) for k, pid in others.items()}
+        cpu = {role: cpu_s(proc.pid) - cpu0[role] for role, proc in targets.items()}
+        out["other_cpu_s"] = {k: round(cpu_s(pid) - others0[k], 2) for k, pid in others.items()}
         out["thread_cpu_s"] = {
-            role: _diff(_thread_cpu_s(proc.pid), threads0[role]) for role, proc in targets.items()
+            role: _diff(thread_cpu_s(proc.pid), threads0[role]) for role, proc in targets.items()
         }
         out["prices_in_window"] = delivered
         out["prices_per_s_in_window"] = round(delivered / elapsed)

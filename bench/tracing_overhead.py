@@ -45,6 +45,7 @@ from confluent_kafka import Message
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import TopicTail, wait_until, write
+from _procstat import cpu_s
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
@@ -52,13 +53,6 @@ from pricing_ha.local.procs import ProcessGroup
 
 RATIOS = (0.0, 0.01, 1.0)
 CASE_TIMEOUT_S = 90.0
-_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a running process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
 def _count_prices(cluster: PricingCluster, n: int, deadline: float) -> dict[str, Any]:
@@ -104,7 +98,7 @@ def run_case(
         cluster.create_topics()
         workers = {"publisher": cluster.publisher("p1", "a"), "relay": cluster.relay("r1")}
         cluster.wait_led(["p1", "relay"])
-        cpu0 = {name: _cpu_s(proc.pid) for name, proc in workers.items()}
+        cpu0 = {name: cpu_s(proc.pid) for name, proc in workers.items()}
         spawned = time.monotonic()
         feed = cluster.cli(
             "feed",
@@ -115,7 +109,7 @@ def run_case(
             f"--summary-out={workdir / f'feed-{cluster.uid}.json'}",
         )
         got = _count_prices(cluster, n, spawned + CASE_TIMEOUT_S)
-        cpu = {name: _cpu_s(proc.pid) - cpu0[name] for name, proc in workers.items()}
+        cpu = {name: cpu_s(proc.pid) - cpu0[name] for name, proc in workers.items()}
         assert feed.wait(60) == 0, feed.log_tail()
         for proc in list(cluster.members.values()):
             proc.stop()
