@@ -124,9 +124,9 @@ class RelayConfig:
     """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
 
     Attributes:
-        session_timeout_ms: S for the relay's group. At least 1000. Default 3000.
+        session_timeout_ms: S for the relay's group. At least 1000. Default 2000.
         threshold_ms: T, the self-heartbeat deadline after which an owner fences itself, and
-            the grace period after a new assignment. Default 2000.
+            the grace period after a new assignment. Default 1600.
         clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
         pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
         reorder_window_ms: how long to wait for a missing seq from the other group's copy
@@ -145,16 +145,26 @@ class RelayConfig:
             benchmark (one commit per partition per batch) its CPU grew to 125 % of a core
             and relay fail-overs grew from 6 s to 50 s (docs/architecture.md §7).
 
-    Why T = 2000 ms at S = 3000 ms, above the fast variant's "T at most S / 3" rule of thumb:
-    the rule leaves room for the owner's clock and its heartbeat round trip, and for a pause
-    between asking and acting. Here the invariant itself is enforced (T + e < S, checked
-    above), a pause is caught by the stall guard (stall_limit S / 2: a member that was frozen
-    longer waits a grace T before emitting again), and every record is produced only after
-    ``leads()`` says yes at that instant. T = S / 3 = 1000 ms would make an owner fence itself
-    whenever its own heartbeat round trip exceeds 1 s, which on a loaded 2-core machine
-    happens often (self-fencing flaps, each costing a takeover) and buys no safety the checks
-    above do not already give. On real Kafka, whose brokers refuse sessions below
-    ``group.min.session.timeout.ms`` (6000 by default), use S = 6000, T = 4000, e = 500.
+    Why S = 2000 ms: a crash costs the session timeout S (the coordinator evicts the dead
+    owner when a live member next calls, S after the owner's last call), then a rebalance, then
+    the grace period T. The embedded broker answers a JoinGroup only after pausing in 1 s steps
+    until S / 2 has passed, so every rebalance costs 1 s at S <= 2000 ms and 2 s at S = 3000 ms
+    (measured: a SIGKILLed owner's partitions emitted again 6.0-7.3 s after the kill at S = 3000,
+    T = 2000, and 4.5-4.9 s at S = 2000, T = 1600). Groups on that broker were measured stable
+    down to S = 1000 ms; 2000 ms keeps a margin for a loaded 2-core machine. The cost: a broker
+    stall of S or longer expires the relays' sessions (they release, rejoin and take their
+    partitions back without a grace period, since the releases were clean).
+
+    Why T = 1600 ms, above the fast variant's "T at most S / 3" rule of thumb: the rule leaves
+    room for the owner's clock and its heartbeat round trip, and for a pause between asking and
+    acting. Here the invariant itself is enforced (T + e < S, checked above), a pause is caught
+    by the stall guard (stall_limit S / 2: a member that was frozen longer waits a grace T
+    before emitting again), and every record is produced only after ``leads()`` says yes at
+    that instant. T = S / 3 = 667 ms would make an owner fence itself whenever its own
+    heartbeat round trip exceeds 0.67 s, which on a loaded 2-core machine happens often
+    (self-fencing flaps) and buys no safety the checks above do not already give. On real
+    Kafka, whose brokers refuse sessions below ``group.min.session.timeout.ms`` (6000 by
+    default), use S = 6000, T = 4000, e = 500; a rebalance there does not pause.
 
     ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
     a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
@@ -165,8 +175,8 @@ class RelayConfig:
     each over (the old owner emits until its successor asks), so a join costs no silence.
     """
 
-    session_timeout_ms: int = 3000
-    threshold_ms: int = 2000
+    session_timeout_ms: int = 2000
+    threshold_ms: int = 1600
     clock_skew_ms: int = 200
     pulse_interval_ms: int = 300
     reorder_window_ms: int = 500

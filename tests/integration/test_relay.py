@@ -14,7 +14,7 @@ from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1
-RELAY_T_S = 2.0  # relay.threshold_ms default: the grace after a takeover
+RELAY_T_S = 1.6  # relay.threshold_ms default: the grace after a takeover
 CATCH_UP_S = 90.0
 
 
