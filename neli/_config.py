@@ -90,8 +90,9 @@ class NeliConfig:
         clock_skew_ms: e, the bound on the wall-clock skew between members (exclusive mode).
         check_interval_ms: how often leadership is re-evaluated to emit change events.
         stall_limit_ms: in exclusive mode, a pause of this member longer than this (SIGSTOP,
-            VM freeze, starved event loop) makes it wait a grace period T before leading again,
-            because its assignment may have been taken away while it could not notice.
+            VM freeze, starved event loop) makes it wait S + 0.5 s (at least T) before leading
+            again, because its assignment may have been taken away while it could not notice
+            (and a VM freeze may stop the monotonic clock librdkafka times its session on).
             ``None`` picks ``S / 2``.
         expected_partitions: if set, start() fails unless the topic has exactly this many.
         member_name: a human-readable name for this member (host-pid by default).

@@ -158,13 +158,14 @@ class RelayConfig:
     Why T = 1600 ms, above the fast variant's "T at most S / 3" rule of thumb: the rule leaves
     room for the owner's clock and its heartbeat round trip, and for a pause between asking and
     acting. Here the invariant itself is enforced (T + e < S, checked above), a pause is caught
-    by the stall guard (stall_limit S / 2: a member that was frozen longer waits a grace T
+    by the stall guard (stall_limit S / 2: a member that was frozen longer waits S + 0.5 s
     before emitting again), and every record is produced only after ``leads()`` says yes at
     that instant. T = S / 3 = 667 ms would make an owner fence itself whenever its own
     heartbeat round trip exceeds 0.67 s, which on a loaded 2-core machine happens often
     (self-fencing flaps) and buys no safety the checks above do not already give. On real
     Kafka, whose brokers refuse sessions below ``group.min.session.timeout.ms`` (6000 by
-    default), use S = 6000, T = 4000, e = 500; a rebalance there does not pause.
+    default), use S = 6000, T = 4000, e = 500; a rebalance there ends once every member has
+    rejoined.
 
     ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
     a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from neli import Mode, Variant
+from pricing_ha.config import RelayConfig
 from tests.sim.groupsim import Scenario
+
+_RELAY = RelayConfig()  # the shipped relay timing, so the simulation follows any change to it
 
 #: config/default.toml [neli]: publishers, full non-exclusive, cooperative-sticky (the default).
 PUBLISHERS = Scenario(
@@ -22,10 +25,10 @@ RELAY = Scenario(
     name="relay-default",
     variant=Variant.FAST,
     mode=Mode.EXCLUSIVE,
-    session_ms=3000,
-    threshold_ms=2000,
-    skew_ms=200,
-    pulse_ms=300,
+    session_ms=_RELAY.session_timeout_ms,
+    threshold_ms=_RELAY.threshold_ms,
+    skew_ms=_RELAY.clock_skew_ms,
+    pulse_ms=_RELAY.pulse_interval_ms,
     cooperative=False,
     wall_steps_beyond_e=True,  # the fast variant never judges leadership by the wall clock
 )

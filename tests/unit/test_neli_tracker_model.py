@@ -67,7 +67,9 @@ class Model:
         now = self.member.mono
         stall_limit = (self.member.config.stall_limit_ms or 0) / 1000
         if now - self.last_tick > stall_limit:
-            self.suspect_until = now + T
+            # Suspect until the consumer would have noticed a lost session: S + 0.5 s, >= T.
+            s = self.member.config.session_timeout_ms / 1000
+            self.suspect_until = now + max(T, s + 0.5)
         self.last_tick = now
 
     def observe(self, partition: int, hb: Heartbeat, publish_wall: float | None) -> None:
