@@ -286,12 +286,23 @@ class RelayWorker(PartitionWorker):
             # A probe acknowledged long enough ago already made any old owner stop.
             and self._probe_acked.get(p, asked) >= asked
         ]
-        for partition in partitions:
-            self._probe_acked.pop(partition, None)
+        now = time.monotonic()
+        probe_age = {
+            p: round(now - self._probe_acked.pop(p), 2)
+            for p in partitions
+            if p in self._probe_acked
+        }
         if unclean:
             # The previous owner may be handing over: it stops within _HANDOVER_FRESH_S of
             # seeing our marker, then releases. Wait for that, then mark the end again.
             marks = {p: snaps[p].offset for p in unclean}
+            log.info(
+                "partitions %s not released: waiting up to %.1f s for a previous owner still "
+                "handing over (probes acknowledged %s s ago)",
+                unclean,
+                _HANDOVER_FRESH_S + 0.2,
+                {p: probe_age.get(p) for p in unclean},
+            )
             self.standby.wait_clean(marks, _HANDOVER_FRESH_S + 0.2)
             snaps.update(self._mark_ends(unclean, deferred))
         for partition, snap in sorted(snaps.items()):
