@@ -36,9 +36,8 @@ When can leadership no longer be trusted?
   away, and records fetched under the stale assignment could otherwise make it look fresh; and
   where the pause stopped the monotonic clock, librdkafka (which times the session on that
   clock) may believe in its session for up to S after the pause, with the group coordinator
-  out of reach to tell it otherwise. A stall is a
-  gap between watchdog ticks on the monotonic *or* the wall clock (some VM pauses stop the
-  monotonic clock). This guard is what goNELI lacks.
+  out of reach to tell it otherwise. A stall is a gap between watchdog ticks on the monotonic
+  *or* the wall clock (some VM pauses stop the monotonic clock). This guard is what goNELI lacks.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from neli._events import EventKind
 from neli._heartbeat import Heartbeat
 
 #: How long librdkafka may take to act on an expired session once its timer says so (its
-#: check runs periodically; 0.14-0.17 s late was measured on the embedded broker).
+#: check runs periodically: it reported 2,042-2,172 ms at S = 2,000 ms on the embedded broker).
 _LOST_NOTICE_S = 0.5
 
 
