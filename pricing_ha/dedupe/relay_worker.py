@@ -460,7 +460,14 @@ class RelayWorker(PartitionWorker):
             if partition not in grace:
                 del self._probes[partition]
         for partition in list(self._probe_acked):
-            if partition not in grace and partition not in self.wanted:
+            # Kept while led: NELI ends the grace period before its ACQUIRED event reaches
+            # this thread as an assign, and the takeover needs the probe's age (without it,
+            # assign_many waits 1.2 s for a release a crashed owner never writes).
+            if (
+                partition not in grace
+                and partition not in self.wanted
+                and not self._neli.leads(partition)
+            ):
                 del self._probe_acked[partition]
         # No probe before the tail has read the partition's history: it would end a hand-over
         # that should go on until this member can take over (see assign_many).

@@ -48,7 +48,18 @@ import pytest
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.standby import StandbyTail
-from tests.sim.relay_schedule import Outcome, random_steps, report, run, shrink
+from tests.sim.relay_schedule import (
+    Outcome,
+    _turn,
+    apply_step,
+    build,
+    random_steps,
+    raw_prices,
+    report,
+    run,
+    shrink,
+    simulated_time,
+)
 
 SCHEDULES = int(os.environ.get("RELAY_SIM_SCHEDULES", "1000"))
 SEED0 = int(os.environ.get("RELAY_SIM_SEED", "0"))
@@ -156,3 +167,34 @@ def test_checker_finds_takeovers_that_do_not_fence(monkeypatch: pytest.MonkeyPat
     failure, _ = _first_failure(range(SEED0, SEED0 + 300), fencing="transactions")
     assert failure is not None
     assert failure.violations
+
+
+def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
+    """The owner crashes; its successor probes during its grace period. NELI ends the grace
+    period before the ACQUIRED event reaches the worker's thread, and the worker looks at its
+    grace periods in between: the probe's age must survive that, or the takeover waits
+    1.2 s for a release the crashed owner never writes (seen in every demo run)."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        apply_step(world, workers, ("publish", 0, 10), raw)
+        world.move(0, "A", planned=False, zombie_s=0.0)
+        for _ in range(60):
+            apply_step(world, workers, ("advance", 0.05), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 in a.active
+        assert a.stats.relayed > 0
+        world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
+        world.pump()
+        _turn(world, b, 50)  # in its grace period: the probe
+        assert 0 in b._probe_acked
+        world.clock.advance(world.threshold_s + 0.01)
+        world.pump()
+        b.tend()  # the grace period is over; the ACQUIRED event is not there yet
+        world.tick()  # now it is
+        start = world.clock.now
+        _turn(world, b, 50)
+        assert 0 in b.active
+        assert world.clock.now - start < 0.5, "the takeover waited for a release"
