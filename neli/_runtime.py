@@ -307,6 +307,19 @@ class Neli:
                 self._loop.call_soon_threadsafe(self._sender.pulse)
         return ended
 
+    def recovering(self) -> bool:
+        """Exclusive mode: whether a stall holds this member off leading anything now.
+
+        True while this process is stalled (its watchdog has not ticked within
+        ``stall_limit_ms``) and, after a stall, until S + 0.5 s (at least T) have passed: its
+        consumer may still believe in a session the group has already ended. An application
+        that announces itself to a partition's previous holder (a probe, a hand-over request)
+        should wait for this to end, since it cannot act on the partition before then.
+        """
+        clock = self._clock
+        with self._lock:
+            return self._tracker.recovering(clock.monotonic(), clock.wall())
+
     def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""
         clock = self._clock

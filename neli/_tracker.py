@@ -274,6 +274,18 @@ class LeadershipTracker:
         """Whether this member leads ``partition`` at this instant."""
         return self.why_not(partition, now_mono, now_wall) is None
 
+    def recovering(self, now_mono: float, now_wall: float) -> bool:
+        """Exclusive mode: whether a stall holds this member off leading anything now."""
+        if not self._exclusive:
+            return False
+        last, wall_tick = self._last_tick, self._last_tick_wall
+        return (
+            last is None
+            or now_mono - last > self._stall_limit
+            or (wall_tick is not None and now_wall - wall_tick > self._stall_limit)
+            or now_mono < self._suspect_until
+        )
+
     def why_not(self, partition: int, now_mono: float, now_wall: float) -> str | None:
         """``None`` if this member leads ``partition`` now, else the reason it does not."""
         slot = self._slots.get(partition)

@@ -77,6 +77,8 @@ class FakeNeli:
         self.grace: set[int] = set()
         #: Partitions whose grace :meth:`end_grace` ended, in order.
         self.grace_ended: list[int] = []
+        #: What :meth:`recovering` answers (set by the test to act out a stall).
+        self.stalled = False
 
     # -- the Neli surface ---------------------------------------------------------------------
 
@@ -116,6 +118,10 @@ class FakeNeli:
         self.grace.discard(partition)
         self.grace_ended.append(partition)
         return True
+
+    def recovering(self) -> bool:
+        """Whether a stall holds the fake off (:attr:`stalled`, set by the test)."""
+        return self.stalled
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""

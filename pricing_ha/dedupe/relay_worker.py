@@ -81,6 +81,9 @@ class LeadershipSource(Protocol):
     def end_grace(self, partition: int) -> bool:
         """End ``partition``'s grace period (proof in hand)."""
 
+    def recovering(self) -> bool:
+        """Whether a stall holds this member off leading anything now."""
+
 
 def relay_group_id(group: str) -> str:
     """The NELI consumer group of relay group ``group`` (``pricing.relay`` by default)."""
@@ -469,11 +472,15 @@ class RelayWorker(PartitionWorker):
                 and not self._neli.leads(partition)
             ):
                 del self._probe_acked[partition]
-        # No probe before the tail has read the partition's history: it would end a hand-over
-        # that should go on until this member can take over (see assign_many).
+        # No probe before the tail has read the partition's history, nor while a stall holds
+        # this member off (S + 0.5 s after it woke): either would end a hand-over that should
+        # go on until this member can take over (see assign_many). Seen in the fault drill: a
+        # relay woken from a pause probed at once and its partitions were silent for ~4 s.
         todo = sorted(
             p for p in grace - set(self._probes) - set(self._handover) if self.standby.caught_up(p)
         )
+        if todo and self._neli.recovering():
+            todo = []
         if todo:
             probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
             self._probes.update(probes)

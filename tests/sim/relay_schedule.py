@@ -102,6 +102,7 @@ def random_steps(seed: int, n: int = 120) -> list[Step]:
         ("slow", 2),
         ("fail", 2),
         ("silent", 2),
+        ("stall", 2),
     ]
     kinds = [k for k, w in weighted for _ in range(w)]
     for _ in range(n):
@@ -125,6 +126,8 @@ def random_steps(seed: int, n: int = 120) -> list[Step]:
             steps.append((kind, m, p))
         elif kind == "silent":  # past _CATCH_UP_S sometimes: the takeover is deferred
             steps.append((kind, m, rng.choice([0.2, 1.0, 4.0, 8.0])))
+        elif kind == "stall":  # held off after a stall (NELI: S + 0.5 s after waking)
+            steps.append((kind, m, rng.choice([0.5, 2.5])))
         else:
             steps.append((kind, m, rng.choice([0.2, 1.0, 4.0])))
     return steps
@@ -379,12 +382,10 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
         world.fence(step[1], step[2])
     elif kind == "resume":
         world.resume(step[1], step[2])
-    elif kind == "slow":
-        world.faults[step[1]].slow_until = world.clock.now + step[2]
-    elif kind == "fail":
-        world.faults[step[1]].fail_until = world.clock.now + step[2]
-    elif kind == "silent":
-        world.faults[step[1]].silent_until = world.clock.now + step[2]
+    elif kind in ("slow", "fail", "silent"):
+        setattr(world.faults[step[1]], f"{kind}_until", world.clock.now + step[2])
+    elif kind == "stall":
+        world.stalled_until[step[1]] = world.clock.now + step[2]
     world.tick()
 
 
@@ -403,6 +404,7 @@ def drain(world: World, workers: dict[str, RelayWorker], raw: Any, checker: Chec
     """Heal every fault, publish the rest, give every partition an owner, run until drained."""
     for faults in world.faults.values():
         faults.slow_until = faults.fail_until = faults.silent_until = 0.0
+    world.stalled_until.clear()
     for p in range(world.partitions):
         apply_step(world, workers, ("publish", p, 10_000), raw)
         for name in MEMBERS:

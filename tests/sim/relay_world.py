@@ -371,6 +371,10 @@ class SimNeli:
             if own == self._name and w.clock.now < w.grace_until.get(p, 0.0)
         )
 
+    def recovering(self) -> bool:
+        """Whether a stall holds this member off (until ``World.stalled_until``)."""
+        return self._world.clock.now < self._world.stalled_until.get(self._name, 0.0)
+
     def end_grace(self, partition: int) -> bool:
         """End the grace period now (the relay has proof nobody else can append)."""
         w = self._world
@@ -399,6 +403,7 @@ class World:
     owner: dict[int, str | None] = field(default_factory=dict)
     grace_until: dict[int, float] = field(default_factory=dict)
     acquired_sent: dict[int, bool] = field(default_factory=dict)
+    stalled_until: dict[str, float] = field(default_factory=dict)  # member -> held off until
     fenced: set[tuple[str, int]] = field(default_factory=set)
     zombies: dict[tuple[str, int], float] = field(default_factory=dict)
     faults: dict[str, Faults] = field(default_factory=dict)
@@ -482,6 +487,8 @@ class World:
     def leads(self, name: str, partition: int) -> bool:
         """NELI's answer: a zombie until its own fence; else assigned, not fenced, past grace."""
         now = self.clock.now
+        if now < self.stalled_until.get(name, 0.0):
+            return False  # a stall holds it off: it leads nothing (neli.Neli.recovering)
         until = self.zombies.get((name, partition))
         if until is not None and now < until:
             return True

@@ -198,3 +198,41 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
         _turn(world, b, 50)
         assert 0 in b.active
         assert world.clock.now - start < 0.5, "the takeover waited for a release"
+
+
+def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() -> None:
+    """A relay woken from a pause is held off by NELI for S + 0.5 s. Its probe would stop the
+    owner handing the partition over to it while it cannot emit yet (the fault drill: ~4 s of
+    silence), so it probes only once the stall is over; the owner emits until then."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        apply_step(world, workers, ("publish", 0, 10), raw)
+        world.move(0, "A", planned=False, zombie_s=0.0)
+        for _ in range(50):
+            apply_step(world, workers, ("advance", 0.05), raw)
+            apply_step(world, workers, ("publish", 0, 1), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 in a.active
+        world.stalled_until["B"] = world.clock.now + 1.0
+        apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)  # planned: A hands over
+        apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 in a._handover
+        relayed = a.stats.relayed
+        for _ in range(8):  # 0.8 s of the stall, prices still arriving
+            apply_step(world, workers, ("advance", 0.1), raw)
+            apply_step(world, workers, ("publish", 0, 1), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "B", 50), raw)
+            apply_step(world, workers, ("turn", "A", 50), raw)
+            assert 0 not in b._probes, "probed while held off by a stall"
+            assert not a._handover_over(0), "the owner stopped before its successor could start"
+        assert a.stats.relayed > relayed, "the owner handing over stopped emitting"
+        for _ in range(10):
+            apply_step(world, workers, ("advance", 0.05), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "B", 50), raw)
+            apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 in b.active

@@ -250,3 +250,23 @@ def test_a_pause_with_the_monotonic_clock_frozen_is_caught_by_the_wall_clock(
     member.tracker.tick(member.mono, frozen_wall)
     assert member.tracker.stalls == 1
     assert member.tracker.why_not(P, member.mono, frozen_wall) == "recovering from a stall"
+
+
+@pytest.mark.parametrize("variant", list(Variant))
+def test_recovering_answers_while_a_stall_holds_the_member_off(variant: Variant) -> None:
+    """Exclusive mode: recovering() is true while stalled and while suspect after a stall,
+    exactly when leadership is refused for a stall; never in non-exclusive mode."""
+    member = Member(variant, Mode.EXCLUSIVE)
+    member.lead(P)
+    assert not member.tracker.recovering(member.mono, member.wall)
+    member.jump(T)  # frozen: no tick for longer than the stall limit
+    assert member.tracker.recovering(member.mono, member.wall)
+    member.tick()  # woken: suspect for S + 0.5 s (at least T)
+    while member.why_not(P) == "recovering from a stall":
+        assert member.tracker.recovering(member.mono, member.wall)
+        member.advance(STEP, beat=P)
+    assert not member.tracker.recovering(member.mono, member.wall)
+    other = Member(variant, Mode.NON_EXCLUSIVE)
+    other.lead(P)
+    other.jump(T)
+    assert not other.tracker.recovering(other.mono, other.wall)
