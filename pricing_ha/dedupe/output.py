@@ -348,14 +348,6 @@ class RelayOutput:
         tally = self._tally
         producer: Producer | ReplaceableProducer[Producer] = self.producer
         for e in emissions:
-            if not self._leads(partition):
-                self.stats.not_leader_skips += 1
-                return False
-            if self.fencing and producer is self.producer:  # once per call, not per record
-                fence = self.fences.begin(partition)
-                if fence is None:
-                    return False  # no producer of its own: only a takeover may give it one
-                producer = fence
             item = e.item
             headers: list[tuple[str, HeaderValue]] = [
                 *item.headers,
@@ -363,16 +355,8 @@ class RelayOutput:
                 ("relay_ns", relay_ns),
             ]
             send: Span | None = None
-            if item.trace is None:
-                producer.produce(
-                    topic,
-                    key=item.key,
-                    value=item.value,
-                    partition=partition,
-                    headers=headers,
-                    on_delivery=self._on_delivery,
-                )
-            else:
+            on_delivery: Callable[[KafkaError | None, Message], None] = self._on_delivery
+            if item.trace is not None:
                 send = self._path.start_send(
                     topic,
                     item.trace,
@@ -380,14 +364,33 @@ class RelayOutput:
                     partition=partition,
                     attributes={"pricing_ha.seq": e.seq, "pricing_ha.source": e.source},
                 )
-                producer.produce(
-                    topic,
-                    key=item.key,
-                    value=item.value,
-                    partition=partition,
-                    headers=with_traceparent(headers, traceparent_of(send)),
-                    on_delivery=self._chain(end_on_delivery(send)),
-                )
+                headers = with_traceparent(headers, traceparent_of(send))
+                on_delivery = self._chain(end_on_delivery(send))
+            # Leadership is checked immediately before the produce call, with the record
+            # already built: without fencing, a process frozen between the check and the call
+            # would produce after its successor started (seen once in a loaded CI run: a relay
+            # SIGSTOPped inside this loop emitted one record after waking, a duplicate).
+            # The window left is a few bytecodes, not the record's construction.
+            if not self._leads(partition):
+                if send is not None:
+                    send.end()
+                self.stats.not_leader_skips += 1
+                return False
+            if self.fencing and producer is self.producer:  # once per call, not per record
+                fence = self.fences.begin(partition)
+                if fence is None:
+                    if send is not None:
+                        send.end()
+                    return False  # no producer of its own: only a takeover may give it one
+                producer = fence
+            producer.produce(
+                topic,
+                key=item.key,
+                value=item.value,
+                partition=partition,
+                headers=headers,
+                on_delivery=on_delivery,
+            )
             self.stats.relayed += 1
             hop_s = (now_ns - item.publish_ns) / 1e9 if item.publish_ns else None
             tally.add(partition, e.instrument, (now_ns - item.source_ns) / 1e9, hop_s)
