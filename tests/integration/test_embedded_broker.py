@@ -138,12 +138,25 @@ def test_group_splits_partitions_and_fires_rebalance_callbacks(
     assert owned["a"] == set()
 
 
+def _proc_state(pid: int) -> str:
+    """The process's state letter from /proc (``T``: stopped)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
 def test_pause_silences_broker_until_resume(embedded_broker: EmbeddedBroker) -> None:
     """A SIGSTOPped broker answers no metadata; after SIGCONT it answers again."""
     admin = AdminClient({"bootstrap.servers": embedded_broker.bootstrap})
     admin.list_topics(timeout=5)
     embedded_broker.pause()
     try:
+        # SIGSTOP takes effect asynchronously: ask only once the kernel reports it stopped.
+        wait_for(
+            lambda: _proc_state(embedded_broker.pid) == "T",
+            5,
+            "the broker process stopped",
+            interval_s=0.01,
+        )
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=1)
     finally:
