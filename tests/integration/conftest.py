@@ -19,10 +19,20 @@ from tests.integration.neli_harness import Cluster
 
 
 @pytest.fixture
-def procs(tmp_path: Path) -> Iterator[ProcessGroup]:
-    """The test's processes (logs under tmp_path/logs), stopped by PID at the end."""
-    with ProcessGroup(tmp_path / "logs") as group:
+def procs(tmp_path: Path, bootstrap: str) -> Iterator[ProcessGroup]:
+    """The test's processes (logs under tmp_path/logs), stopped by PID at the end.
+
+    Depends on ``bootstrap`` so that the broker is torn down after the processes: members
+    stopping against a broker already gone wait out every timeout (15-20 s per test).
+    """
+    del bootstrap
+    group = ProcessGroup(tmp_path / "logs")
+    try:
         yield group
+    finally:
+        # SIGTERM, then SIGKILL after 4 s: a relay stopping with no successor to ask for its
+        # partitions would otherwise hand them over for its full 10 s bound, in every test.
+        group.close(grace_s=4.0)
 
 
 @pytest.fixture

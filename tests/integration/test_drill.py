@@ -86,7 +86,7 @@ def _prices_by_instrument(prices: list[Record]) -> dict[str, list[Record]]:
 
 
 def test_fault_drill_under_load(
-    procs: ProcessGroup, embedded_broker: EmbeddedBroker, tmp_path: Path
+    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
 ) -> None:
     """Overlapping faults at 800 quotes/s: prices exactly once, silence bounded, DLQ complete."""
     c = PricingCluster(procs, embedded_broker.bootstrap, tmp_path, partitions=8)

@@ -84,7 +84,7 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
 
 
 def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
-    procs: ProcessGroup, embedded_broker: EmbeddedBroker, tmp_path: Path
+    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
 ) -> None:
     """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
