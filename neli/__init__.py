@@ -27,7 +27,9 @@ grace period T after the assignment has passed). The answer can stop being true 
 * **Revocation**: REVOKED is delivered inside the rebalance, after :meth:`Neli.leads` already
   answers ``False``; the rebalance waits for barrier handlers (see :class:`BarrierHandler`).
   Its reason is ``"rebalance"`` for a planned revocation (the member is in the group) and
-  ``"session lost"`` when the group may already have moved on without it.
+  ``"session lost"`` when the group may already have moved on without it. After a session
+  loss the member rejoins without waiting for the handlers (nothing is protected by waiting:
+  the next holder waits out its grace period); the events still arrive in order.
 * **Ending a grace period early** (:meth:`Neli.end_grace`, exclusive mode): the grace period
   T after an assignment protects against a predecessor that has not noticed its loss yet. An
   application holding proof that no predecessor can still act (a release record the holder

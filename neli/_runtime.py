@@ -22,6 +22,7 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
@@ -50,6 +51,12 @@ log = logging.getLogger("neli")
 
 _POLL_TIMEOUT_S = 0.05
 _ROLE_CACHE_SIZE = 100_000
+
+
+def _log_dispatch_failure(future: Future[None]) -> None:
+    """Log a revocation dispatch that nobody waits for, if it failed."""
+    if not future.cancelled() and future.exception() is not None:
+        log.error("neli revocation dispatch failed", exc_info=future.exception())
 
 
 class Neli:
@@ -456,6 +463,14 @@ class Neli:
         future = asyncio.run_coroutine_threadsafe(
             self._events.dispatch_locked(transitions), self._loop
         )
+        if lost:
+            # The group has already moved on without this member: waiting for the barrier
+            # protects nothing (leads() is already False, and whoever is assigned next waits
+            # out its grace period) and only delays the rejoin. After a broker stall, with
+            # FENCED events still flushing a stalled producer ahead of these, waiting cost the
+            # relays 1-2 s and a second rebalance (the fault drill).
+            future.add_done_callback(_log_dispatch_failure)
+            return
         try:
             # Blocking here blocks the rebalance: in-flight work finishes first (barrier).
             future.result(timeout=self.config.barrier_timeout_ms / 1000)

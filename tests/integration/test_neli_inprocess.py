@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from neli import (
     KAFKA_PARTITIONER,
@@ -22,6 +23,7 @@ from neli import (
     TopicError,
     role_partition,
 )
+from pricing_ha.local.broker import EmbeddedBroker
 from tests.integration.neli_harness import SESSION_MS
 from tests.waiting import wait_for_async
 
@@ -194,3 +196,38 @@ async def test_new_leader_learns_its_predecessor(
     finally:
         await a.close()
         await b.close()
+
+
+async def test_after_a_session_loss_the_member_rejoins_without_waiting_for_the_barrier(
+    embedded_broker: EmbeddedBroker, unique_name: Any
+) -> None:
+    """The broker is paused past S: the member's session is lost. Its barrier handler for
+    that revocation is still busy when the member is assigned again (waiting for it would
+    only delay the rejoin: the group has already moved on)."""
+    bootstrap = embedded_broker.bootstrap
+    topic = unique_name("t")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(10)
+    handler_done: list[float] = []
+    lost: list[LeadershipEvent] = []
+
+    async def slow_on_loss(event: LeadershipEvent) -> None:
+        if event.kind is EventKind.REVOKED and event.reason == "session lost":
+            lost.append(event)
+            await asyncio.sleep(4 * S)  # in-flight work that takes long to abandon
+            handler_done.append(time.monotonic())
+
+    async with Neli(
+        _config(bootstrap, topic, unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
+    ) as neli:
+        neli.add_barrier(slow_on_loss)
+        await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leadership")
+        embedded_broker.pause()
+        try:
+            await asyncio.sleep(S + 1.5)  # the fault: a broker stall past the session timeout
+        finally:
+            embedded_broker.resume()
+        await wait_for_async(lambda: bool(lost), 20, "the session-lost revocation")
+        await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leading again")
+        assert not handler_done, "the rejoin waited for the barrier of a lost session"
+        await wait_for_async(lambda: bool(handler_done), 4 * S + 5, "the handler to finish")
