@@ -169,6 +169,19 @@ def test_checker_finds_takeovers_that_do_not_fence(monkeypatch: pytest.MonkeyPat
     assert failure.violations
 
 
+def _a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
+    """Member A owns partition 0 and relays prices arriving steadily (2.5 s of them)."""
+    apply_step(world, workers, ("publish", 0, 10), raw)
+    world.move(0, "A", planned=False, zombie_s=0.0)
+    for _ in range(50):
+        apply_step(world, workers, ("advance", 0.05), raw)
+        apply_step(world, workers, ("publish", 0, 1), raw)
+        world.pump()
+        apply_step(world, workers, ("turn", "A", 50), raw)
+    assert 0 in workers["A"].active
+    assert workers["A"].stats.relayed > 0
+
+
 def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
     """The owner crashes; its successor probes during its grace period. NELI ends the grace
     period before the ACQUIRED event reaches the worker's thread, and the worker looks at its
@@ -176,16 +189,9 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
     1.2 s for a release the crashed owner never writes (seen in every demo run)."""
     world, workers = build(0, ghosts=False, verbose=False, fencing="none")
     raw = raw_prices(0)
-    a, b = workers["A"], workers["B"]
+    b = workers["B"]
     with simulated_time(world.clock):
-        apply_step(world, workers, ("publish", 0, 10), raw)
-        world.move(0, "A", planned=False, zombie_s=0.0)
-        for _ in range(60):
-            apply_step(world, workers, ("advance", 0.05), raw)
-            world.pump()
-            apply_step(world, workers, ("turn", "A", 50), raw)
-        assert 0 in a.active
-        assert a.stats.relayed > 0
+        _a_takes_partition_0(world, workers, raw)
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
         world.pump()
         _turn(world, b, 50)  # in its grace period: the probe
@@ -208,14 +214,7 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
     raw = raw_prices(0)
     a, b = workers["A"], workers["B"]
     with simulated_time(world.clock):
-        apply_step(world, workers, ("publish", 0, 10), raw)
-        world.move(0, "A", planned=False, zombie_s=0.0)
-        for _ in range(50):
-            apply_step(world, workers, ("advance", 0.05), raw)
-            apply_step(world, workers, ("publish", 0, 1), raw)
-            world.pump()
-            apply_step(world, workers, ("turn", "A", 50), raw)
-        assert 0 in a.active
+        _a_takes_partition_0(world, workers, raw)
         world.stalled_until["B"] = world.clock.now + 1.0
         apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)  # planned: A hands over
         apply_step(world, workers, ("turn", "A", 50), raw)
