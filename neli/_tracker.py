@@ -276,15 +276,18 @@ class LeadershipTracker:
 
     def recovering(self, now_mono: float, now_wall: float) -> bool:
         """Exclusive mode: whether a stall holds this member off leading anything now."""
-        if not self._exclusive:
-            return False
-        last, wall_tick = self._last_tick, self._last_tick_wall
-        return (
-            last is None
-            or now_mono - last > self._stall_limit
-            or (wall_tick is not None and now_wall - wall_tick > self._stall_limit)
-            or now_mono < self._suspect_until
-        )
+        return self._exclusive and self._stall_reason(now_mono, now_wall) is not None
+
+    def _stall_reason(self, now_mono: float, now_wall: float) -> str | None:
+        """Why a stall holds this member off now (exclusive mode), or ``None``."""
+        if self._last_tick is None or now_mono - self._last_tick > self._stall_limit:
+            return "stalled"
+        wall_tick = self._last_tick_wall
+        if wall_tick is not None and now_wall - wall_tick > self._stall_limit:
+            return "stalled"
+        if now_mono < self._suspect_until:
+            return "recovering from a stall"
+        return None
 
     def why_not(self, partition: int, now_mono: float, now_wall: float) -> str | None:
         """``None`` if this member leads ``partition`` now, else the reason it does not."""
@@ -292,13 +295,9 @@ class LeadershipTracker:
         if slot is None:
             return "not assigned"
         if self._exclusive:
-            if self._last_tick is None or now_mono - self._last_tick > self._stall_limit:
-                return "stalled"
-            wall_tick = self._last_tick_wall
-            if wall_tick is not None and now_wall - wall_tick > self._stall_limit:
-                return "stalled"
-            if now_mono < self._suspect_until:
-                return "recovering from a stall"
+            stall = self._stall_reason(now_mono, now_wall)
+            if stall is not None:
+                return stall
         if slot.fresh is None:
             return "no heartbeat yet"
         if self._exclusive and now_mono - slot.assigned_mono < self._t:
