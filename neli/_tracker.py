@@ -76,6 +76,16 @@ class _Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class _Rival:
+    """Another member of the group, seen claiming a partition in its heartbeats."""
+
+    member_id: str
+    first_mono: float  # receipt of the first heartbeat of its current unbroken run of claims
+    last_mono: float  # receipt of its latest heartbeat claiming the partition
+    counter: int  # that heartbeat's counter: a later one without the partition ends the claim
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
     """A leadership transition decided by the tracker."""
 
@@ -111,8 +121,8 @@ class LeadershipTracker:
         self._suspect_until = 0.0
         self._leaders: dict[int, Heartbeat] = {}
         self._hold = config.keep_leading_when_isolated and not self._exclusive
-        #: Per partition: another member of the group seen leading it (id, first, last seen).
-        self._rivals: dict[int, tuple[str, float, float]] = {}
+        #: Per partition: another member of the group seen leading it.
+        self._rivals: dict[int, _Rival] = {}
         #: How many stalls longer than the limit were detected.
         self.stalls = 0
 
@@ -233,10 +243,25 @@ class LeadershipTracker:
             for led in hb.led:
                 self._leaders[led] = hb
                 rival = self._rivals.get(led)
-                if rival is None or rival[0] != hb.member_id or now_mono - rival[2] >= self._t:
-                    self._rivals[led] = (hb.member_id, now_mono, now_mono)
-                else:
-                    self._rivals[led] = (rival[0], rival[1], now_mono)
+                if rival is None or rival.member_id != hb.member_id:
+                    self._rivals[led] = _Rival(hb.member_id, now_mono, now_mono, hb.counter)
+                elif hb.counter > rival.counter:
+                    run_broken = now_mono - rival.last_mono >= self._t
+                    first = now_mono if run_broken else rival.first_mono
+                    self._rivals[led] = _Rival(hb.member_id, first, now_mono, hb.counter)
+            # A later heartbeat that no longer names a partition ends its sender's claim on it:
+            # a claim that merely has not aged out yet must not count as "leading it for over
+            # T" (after a hand-over, it made both members of a group give the partition up in
+            # the next coordinator stall). Copies of older heartbeats (full NELI sends one per
+            # partition, read in any order) are told apart by the sender's counter.
+            for p in [
+                p
+                for p, rival in self._rivals.items()
+                if rival.member_id == hb.member_id
+                and p not in hb.led
+                and hb.counter > rival.counter
+            ]:
+                del self._rivals[p]
         slot = self._slots.get(partition)
         if slot is None:
             return
@@ -308,8 +333,8 @@ class LeadershipTracker:
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
         if slot.hand_over_after is not None and slot.released is not None:
             rival = self._rivals.get(partition)
-            if rival is not None and rival[2] >= slot.hand_over_after:
-                return f"handed over to {rival[0]}"
+            if rival is not None and rival.last_mono >= slot.hand_over_after:
+                return f"handed over to {rival.member_id}"
         if now_mono - slot.fresh < self._t and not slot.hold:
             return None
         return self._provisional_why_not(partition, slot, now_mono)
@@ -322,8 +347,12 @@ class LeadershipTracker:
         if slot.released is not None and not slot.hold:
             return stale  # a planned revocation: released as usual
         rival = self._rivals.get(partition)
-        if rival is not None and now_mono - rival[2] < self._t and rival[2] - rival[1] >= self._t:
-            return f"{stale}; {rival[0]} has led it for over T"
+        if (
+            rival is not None
+            and now_mono - rival.last_mono < self._t
+            and rival.last_mono - rival.first_mono >= self._t
+        ):
+            return f"{stale}; {rival.member_id} has led it for over T"
         return None
 
     def provisional(self, now_mono: float, now_wall: float) -> frozenset[int]:

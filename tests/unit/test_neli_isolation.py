@@ -9,10 +9,13 @@ import pytest
 
 from neli import EventKind, Mode, NeliConfig, NeliConfigError, Variant
 from neli._tracker import LeadershipTracker
-from tests.unit.neli_tracker_harness import EPS, ME, OTHER, Member, T, make_config
+from tests.unit.neli_tracker_harness import EPS, ME, Member, T, make_config
 
 P = 3
 Q = 5
+#: The group member that leads P in the rival tests (the harness's qualifying full-NELI beats
+#: come from another member, whose heartbeats name nothing as led).
+RIVAL = "rival/000000000003"
 
 NON_EXCLUSIVE = [
     pytest.param(Variant.FULL, id="full"),
@@ -66,7 +69,7 @@ def test_session_loss_holds_until_a_new_assignment(variant: Variant) -> None:
     m.lead(Q)  # the rejoin gave this member another partition; P went elsewhere
     m.advance(0.5, beat=Q)
     assert m.leads(P), "no gap before the new owner is seen"
-    m.observe(Q, m.heartbeat(Q, member_id=OTHER, led=(P,)))  # the new owner names P as led
+    m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))  # the new owner names P as led
     assert not m.leads(P)
     assert "handed over" in (m.why_not(P) or "")
     revoked = [t for t in m.evaluate() if t.partition == P]
@@ -114,13 +117,56 @@ def test_another_leader_for_longer_than_t_ends_provisional_leadership(variant: V
     elapsed = 0.0
     while elapsed <= T:  # the rival's heartbeats reach us on Q, naming P as led by it
         m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=OTHER, led=(P,)))
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
         elapsed += 0.25
         if elapsed < T:
             assert m.leads(P), elapsed
     assert not m.leads(P)
     assert "has led it for over T" in (m.why_not(P) or "")
     assert [t.kind for t in m.evaluate() if t.partition == P] == [EventKind.REVOKED]
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_a_claim_the_rival_has_dropped_does_not_end_provisional_leadership(
+    variant: Variant,
+) -> None:
+    """The rival led P for over T, then handed it to this member: its old claim, though less
+    than T old, must not make this member give P up when the next session loss comes (seen in
+    the broker-stall test: both members of a group dropped their partitions on each other's
+    old claims, and the group led half of them through the stall)."""
+    m = holding_member(variant)
+    m.lead(Q)
+    elapsed = 0.0
+    while elapsed <= T:  # the rival leads P for over T
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+        elapsed += 0.25
+    m.lead(P)  # P is handed to this member; the rival's next heartbeat no longer names it
+    m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=()))
+    m.advance(0.25, beat=Q)
+    m.tracker.revoke([P, Q], "session lost", release=True, lost=True)
+    m.advance(T / 2)
+    assert m.leads(P), m.why_not(P)
+    assert m.leads(Q), m.why_not(Q)
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_an_older_copy_of_a_heartbeat_does_not_end_the_claim(variant: Variant) -> None:
+    """Copies of one heartbeat arrive on several partitions in any order: a copy older than
+    the claim's latest heartbeat leaves the claim in place."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.lead(Q)
+    old = m.heartbeat(Q, member_id=RIVAL, led=())
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    elapsed = 0.0
+    while elapsed <= T:
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+        elapsed += 0.25
+    m.observe(Q, old)  # sent before the claims above, read after them
+    assert not m.leads(P)
+    assert "has led it for over T" in (m.why_not(P) or "")
 
 
 @pytest.mark.parametrize("variant", NON_EXCLUSIVE)
