@@ -187,6 +187,7 @@ class RelayWorker(PartitionWorker):
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
         self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
+        self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         #: How long a revoked owner may go on emitting if no successor asks for the partition.
         self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
@@ -341,6 +342,7 @@ class RelayWorker(PartitionWorker):
             raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
             self.consumer.incremental_assign([raw])
             took = time.monotonic() - t0
+            self._first_price[partition] = time.monotonic()
             self.stats.takeovers += 1
             self.stats.rebuild_s.append(took)
             log.info(
@@ -400,6 +402,8 @@ class RelayWorker(PartitionWorker):
         for partition, since in list(self._paused.items()):
             if partition not in self.active or self._may_emit(partition):
                 del self._paused[partition]
+                if partition in self.active:
+                    log.info("partition %d resumed after %.2f s paused", partition, now - since)
             elif partition in self._handover:
                 # Handing over, tail momentarily stale: paused until it is fresh again or the
                 # hand-over ends (_tend_handovers), not dropped.
@@ -510,8 +514,15 @@ class RelayWorker(PartitionWorker):
         reorder window are re-read by the next owner.
         """
         failed = self._out.flush(self._arbiters)
-        self._handover.pop(partition, None)
+        until = self._handover.pop(partition, None)
+        if until is not None:
+            log.info(
+                "partition %d handed over after %.2f s",
+                partition,
+                time.monotonic() - until + self.handover_s,
+            )
         self._paused.pop(partition, None)
+        self._first_price.pop(partition, None)
         term = self._terms.pop(partition, None)
         if partition not in failed and term is not None:
             released = self._out.write_markers(
@@ -588,6 +599,8 @@ class RelayWorker(PartitionWorker):
                 lost.add(partition)
                 continue
             last[partition] = offset
+            if self._first_price:
+                self._log_first_price(partition)
         self._expire(now, lost)
         failed = out.flush(self._arbiters)
         self._commit(last, lost | failed)
@@ -596,6 +609,17 @@ class RelayWorker(PartitionWorker):
             # Output was not acknowledged: start the partition over (rebuild the high-water
             # marks from prices, re-read prices.raw from the last commit) while still leading.
             self.drop(partition)
+
+    def _log_first_price(self, partition: int) -> None:
+        """Log how long after its takeover a partition's first price went out (an operator
+        reading a silence on ``prices`` wants to know which step it was in)."""
+        since = self._first_price.pop(partition, None)
+        if since is not None:
+            log.info(
+                "partition %d: first price emitted %.3f s after the takeover",
+                partition,
+                time.monotonic() - since,
+            )
 
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""
@@ -627,7 +651,15 @@ class RelayWorker(PartitionWorker):
             except KafkaException:
                 self.drop(partition)  # re-read from the last commit instead
                 continue
-            self._paused.setdefault(partition, time.monotonic())
+            if partition not in self._paused:
+                self._paused[partition] = time.monotonic()
+                log.info(
+                    "partition %d paused: %s",
+                    partition,
+                    "handing over, the standby tail has not read it to its end lately"
+                    if partition in self._handover
+                    else "no longer led",
+                )
 
     def _commit(self, last: dict[int, int], lost: set[int]) -> None:
         commits = []

@@ -77,6 +77,43 @@ def _longest_gap_s(times_ns: list[int]) -> float:
     return max((b - a for a, b in itertools.pairwise(sorted(times_ns))), default=0) / 1e9
 
 
+def _longest_gap_in(times_ns: list[int], start_ns: int, end_ns: int) -> tuple[float, int]:
+    """The longest silence that began in ``[start_ns, end_ns)``: (seconds, its start in ns)."""
+    return max(
+        (
+            ((b - a) / 1e9, a)
+            for a, b in itertools.pairwise(sorted(times_ns))
+            if start_ns <= a < end_ns
+        ),
+        default=(0.0, start_ns),
+    )
+
+
+def _by_fault(
+    faults: list[tuple[int, str]],
+    prices: dict[str, list[int]],
+    union: dict[str, list[int]],
+) -> list[str]:
+    """Per fault window, the worst instrument's silence on ``prices`` (and when it began, to
+    find in the logs) and, for that instrument, on the union of ``prices.raw``. A silence
+    belongs to the window it began in, and one a fault causes begins with the last record
+    before the fault: windows therefore run from 1 s before a fault to 1 s before the next."""
+    lines = []
+    starts = [ns - 10**9 for ns, _ in faults]
+    ends = [*starts[1:], 2**63]
+    for (_, name), start_ns, end_ns in zip(faults, starts, ends, strict=True):
+        (gap, began), instrument = max(
+            (_longest_gap_in(prices[i], start_ns, end_ns), i) for i in prices
+        )
+        on_union, _ = _longest_gap_in(union[instrument], start_ns, end_ns)
+        clock = time.strftime("%H:%M:%S", time.localtime(began / 1e9))
+        lines.append(
+            f"  {name:<28} {gap:6.2f} s on prices ({instrument}, from {clock}."
+            f"{began // 10**6 % 1000:03d}), {on_union:5.2f} s on the union"
+        )
+    return lines
+
+
 def _prices_by_instrument(prices: list[Record]) -> dict[str, list[Record]]:
     out: dict[str, list[Record]] = {}
     for r in sorted(prices, key=lambda r: (r.partition, r.offset)):
@@ -110,38 +147,42 @@ def test_fault_drill_under_load(
     c.feed(instruments=INSTRUMENTS, rate=RATE_HZ, duration=FEED_S)
     t0 = time.monotonic()
 
-    def at(offset_s: float) -> None:
-        time.sleep(max(0.0, t0 + offset_s - time.monotonic()))  # the drill's schedule
+    faults: list[tuple[int, str]] = []  # (wall ns, fault), for the per-fault report
 
-    at(10)
+    def at(offset_s: float, fault: str | None = None) -> None:
+        time.sleep(max(0.0, t0 + offset_s - time.monotonic()))  # the drill's schedule
+        if fault is not None:
+            faults.append((time.time_ns(), fault))
+
+    at(10, "SIGKILL p1-a")
     c.members["p1-a"].kill()
     c.publisher("p1", "c")
-    at(25)
+    at(25, "SIGSTOP p2-a 7 s")
     c.members["p2-a"].pause()
     at(32)
     c.members["p2-a"].resume()
-    at(40)
+    at(40, "SIGKILL p1-b, p1-c 20 s")
     c.members["p1-b"].kill()
     c.members["p1-c"].kill()
     at(60)
     c.publisher("p1", "d")
     c.publisher("p1", "e")
-    at(75)
+    at(75, "SIGKILL relay-r1")
     c.members["relay-r1"].kill()
     at(80)
     c.relay("r3")
-    at(95)
+    at(95, "SIGSTOP relay-r2 6 s")
     c.members["relay-r2"].pause()
     at(101)
     c.members["relay-r2"].resume()
-    at(110)
+    at(110, "11 malformed quotes")
     producer = Producer({"bootstrap.servers": c.bootstrap, "partitioner": "murmur2_random"})
     symbol = "EURUSD"
     bad = _poison(symbol)
     for value in bad:
         producer.produce(c.topics["quotes"], key=symbol.encode(), value=value)
     assert producer.flush(10) == 0
-    at(125)
+    at(125, "SIGSTOP broker 2 s")
     embedded_broker.pause()
     try:
         time.sleep(2.0)  # the fault's duration
@@ -190,9 +231,11 @@ def test_fault_drill_under_load(
     # Last, so that a run failing here has passed every other check.
     prices = _prices_by_instrument(c.read("prices"))
     union = _first_arrivals(c.read("raw"))
+    prices_ns = {i: [r.timestamp_ms * 1_000_000 for r in prices[i]] for i in expected}
+    print("drill: longest silence per fault window", *_by_fault(faults, prices_ns, union), sep="\n")
     report = []
     for instrument in expected:
-        on_prices = _longest_gap_s([r.timestamp_ms * 1_000_000 for r in prices[instrument]])
+        on_prices = _longest_gap_s(prices_ns[instrument])
         on_union = _longest_gap_s(union[instrument])
         report.append((on_prices - on_union, instrument, on_prices, on_union))
     worst = max(report)
