@@ -611,12 +611,13 @@ class RelayWorker(PartitionWorker):
             self.drop(partition)
 
     def _log_first_price(self, partition: int) -> None:
-        """Log how long after its takeover a partition's first price went out (an operator
-        reading a silence on ``prices`` wants to know which step it was in)."""
+        """Log how long after its takeover a partition's first ``prices.raw`` record was
+        processed (an operator reading a silence on ``prices`` wants to know which step it was
+        in). Its first price goes out no earlier: that record may be a copy already emitted."""
         since = self._first_price.pop(partition, None)
         if since is not None:
             log.info(
-                "partition %d: first price emitted %.3f s after the takeover",
+                "partition %d: first prices.raw record processed %.3f s after the takeover",
                 partition,
                 time.monotonic() - since,
             )
