@@ -50,7 +50,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.dedupe.standby import CHECKPOINT, PROBE, RELEASE, TAKEOVER
+from pricing_ha.dedupe.standby import CHECKPOINT, PROBE, RELEASE, TAKEOVER, TICK
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
@@ -336,6 +336,24 @@ class RelayOutput:
             on_delivery=self._on_delivery,
         )
         self.stats.checkpoints += 1
+
+    def tick(self, partition: int) -> None:
+        """Append a tick (see :mod:`pricing_ha.dedupe.standby`) to ``prices[partition]``; not
+        waited for. Never through a fence: it means nothing, so it need not be fenced, and it
+        must be readable at once (not held in a transaction)."""
+        self.producer.produce(
+            self._cfg.topics.prices,
+            key=None,
+            value=b"",
+            partition=partition,
+            headers=[
+                (CONTROL_HEADER, TICK),
+                ("relay", self._member.encode()),
+                ("relay_ns", str(time.time_ns()).encode()),
+            ],
+            on_delivery=self._on_delivery,
+        )
+        self.producer.poll(0)
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
         """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""

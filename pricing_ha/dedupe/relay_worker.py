@@ -59,6 +59,7 @@ _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
 # before taking the end: by then the old owner has seen the marker and stopped.
 _HANDOVER_FRESH_S = 1.0
 _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+_TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
 # With fencing, a successor whose probe found the partition not released within this long
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
@@ -135,7 +136,15 @@ class RelayWorker(PartitionWorker):
         """Create the clients; nothing is read until :meth:`start`."""
         clients = clients or RelayClients(consumer=_kafka_consumer)
         broker = cfg.broker
-        base = {"fetch.wait.max.ms": 10, "log.connection.close": False}
+        # At most 64 KiB per partition per fetch (librdkafka's default is 1 MiB): the records
+        # of one fetch are read in partition order, so after a takeover one partition's backlog
+        # held back the first record of the others for up to 1.5 s in the fault drill; smaller
+        # shares interleave the partitions, and every taken partition starts emitting at once.
+        base = {
+            "fetch.wait.max.ms": 10,
+            "log.connection.close": False,
+            "max.partition.fetch.bytes": 65536,
+        }
         super().__init__(
             "relay",
             clients.consumer(
@@ -186,6 +195,7 @@ class RelayWorker(PartitionWorker):
         self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
         self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
+        self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         #: How long a revoked owner may go on emitting if no successor asks for the partition.
@@ -279,6 +289,7 @@ class RelayWorker(PartitionWorker):
                 )
         partitions = [p for p in partitions if p not in deferred]
         snaps = self._mark_ends(partitions, deferred)
+        taken: list[TopicPartition] = []
         asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
         unclean = [
             p
@@ -339,8 +350,7 @@ class RelayWorker(PartitionWorker):
             self._arbiters[partition] = arbiter
             self._terms[partition] = snap.offset
             self._out.track(partition, arbiter)
-            raw = TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID)
-            self.consumer.incremental_assign([raw])
+            taken.append(TopicPartition(self._cfg.topics.raw, partition, OFFSET_INVALID))
             took = time.monotonic() - t0
             self._first_price[partition] = time.monotonic()
             self.stats.takeovers += 1
@@ -351,6 +361,10 @@ class RelayWorker(PartitionWorker):
                 snap.offset,
                 took,
             )
+        if taken:
+            # One call: librdkafka asks for one assignment's committed offsets at a time.
+            self.consumer.incremental_assign(taken)
+            self.starting([tp.partition for tp in taken])
         return deferred
 
     def _mark_ends(
@@ -446,10 +460,20 @@ class RelayWorker(PartitionWorker):
                 self._neli.end_grace(partition)
             elif self._handover_over(partition):
                 self.drop(partition)  # flush, release
-            # Otherwise, if not emitting now, the standby tail is stale (a loaded machine):
-            # the input waits, paused, until the tail is fresh again. Dropping here would
-            # leave the partition silent until the successor takes it up (seen in the fault
-            # drill: 12 s on a loaded machine).
+            elif not self._may_emit(partition):
+                # The standby tail has not seen the end of k lately: the input waits, paused,
+                # until it has. Dropping here would leave the partition silent until the
+                # successor takes it up (seen in the fault drill: 12 s on a loaded machine).
+                # A partition with nothing emitted lately gives the tail nothing of this
+                # member's to read back, so it would stay "stale" until the end of the
+                # hand-over (the fault drill, again): a tick gives it something.
+                self._tick(partition)
+
+    def _tick(self, partition: int) -> None:
+        now = time.monotonic()
+        if now - self._ticked.get(partition, float("-inf")) >= _TICK_EVERY_S:
+            self._ticked[partition] = now
+            self._out.tick(partition)
 
     def _handover_over(self, partition: int) -> bool:
         """A hand-over ends when the successor asked, or its bound passed."""
@@ -515,6 +539,7 @@ class RelayWorker(PartitionWorker):
         """
         failed = self._out.flush(self._arbiters)
         until = self._handover.pop(partition, None)
+        self._ticked.pop(partition, None)
         if until is not None:
             log.info(
                 "partition %d handed over after %.2f s",
@@ -531,6 +556,7 @@ class RelayWorker(PartitionWorker):
             if partition not in released:
                 log.warning("partition %d: the release marker was not acknowledged", partition)
         self._out.mark_failed(failed - {partition})  # handled by the next batch
+        self.commit_async([], now=True)  # what was held back for a partition starting
         raw = TopicPartition(self._cfg.topics.raw, partition)
         self.consumer.incremental_unassign([raw])
         self._out.report(self._arbiters)
@@ -540,6 +566,7 @@ class RelayWorker(PartitionWorker):
     def close_clients(self) -> None:
         """Flush output, then close the input consumer and the standby tail."""
         self._out.close()
+        self.commit_async([], now=True)
         self.consumer.close()
         self.standby.close()
 
@@ -672,6 +699,6 @@ class RelayWorker(PartitionWorker):
             upto = min([offset + 1, *held])
             commits.append(TopicPartition(self._cfg.topics.raw, partition, upto))
         if commits:
-            self.consumer.commit(offsets=commits, asynchronous=True)
+            self.commit_async(commits)
         for partition in lost:
             self.drop(partition)

@@ -15,6 +15,10 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
+* ``tick``: written by an owner handing k over that may not emit because its tail has not
+  seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
+  back has seen everything appended before it, a successor's request included. It means
+  nothing to anyone else.
 
 **Starting from a checkpoint.** A view is a fold of the partition's records: the state after
 reading ``[0, position)`` is the same whoever read it. So a member that opens its tail (a
@@ -56,7 +60,7 @@ from confluent_kafka import (
 from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 
-__all__ = ["CHECKPOINT", "PartitionView", "Snapshot", "StandbyTail", "control_kind"]
+__all__ = ["CHECKPOINT", "TICK", "PartitionView", "Snapshot", "StandbyTail", "control_kind"]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -64,6 +68,7 @@ TAKEOVER = b"takeover"
 RELEASE = b"release"
 PROBE = b"probe"
 CHECKPOINT = b"checkpoint"
+TICK = b"tick"
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
 _SEARCH_FIRST = 2_048  # records read back from the end to find the latest checkpoint ...
 _SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start

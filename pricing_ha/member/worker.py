@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from neli import EventKind, LeadershipEvent
 from pricing_ha.errors import PricingError
@@ -35,6 +35,13 @@ FLUSH_TIMEOUT_S = 30.0
 # A hand-over is accepted only while the rebalance still waits for it: well inside NELI's
 # barrier timeout (30 s by default), after which the group moves on without this member.
 HANDOVER_ACCEPT_S = 10.0
+# librdkafka starts fetching a partition added to the assignment only while none of the
+# consumer's offset commits is in flight (it might need them as the start position; see
+# rd_kafka_assignment_serve in rdkafka_assignment.c). A worker committing asynchronously after
+# every batch nearly always has one in flight on a loaded broker: in the fault drill, a relay's
+# partitions waited 1-5 s for their first record after a takeover. So commits are held back
+# while a partition just taken up has not delivered its first record, at most this long.
+START_HOLD_S = 1.0
 
 
 class TakeoverDeferredError(PricingError):
@@ -83,6 +90,8 @@ class PartitionWorker(abc.ABC):
         self.error: BaseException | None = None
         self.on_failure: Callable[[], object] = lambda: None
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._starting: dict[int, float] = {}  # taken up, no record read yet: since when
+        self._held: dict[tuple[str, int], TopicPartition] = {}  # commits held back meanwhile
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -160,6 +169,44 @@ class PartitionWorker(abc.ABC):
         """
         return True
 
+    # -- commits ------------------------------------------------------------------------------
+
+    def starting(self, partitions: list[int]) -> None:
+        """``partitions`` were just added to the consumer's assignment: hold commits until
+        each has delivered a record, or for :data:`START_HOLD_S` (see there)."""
+        now = time.monotonic()
+        for partition in partitions:
+            self._starting[partition] = now
+
+    def commit_async(self, offsets: list[TopicPartition], *, now: bool = False) -> None:
+        """Commit ``offsets`` asynchronously, unless a partition is starting (:meth:`starting`).
+
+        Held offsets are merged with later ones (the latest per partition wins) and go out with
+        the next commit that is not held. Holding a commit back never loses anything: whoever
+        reads the partition next re-reads a little more. ``now`` commits at once (a revocation's
+        barrier, a close), together with everything held.
+        """
+        for tp in offsets:
+            self._held[(tp.topic, tp.partition)] = tp
+        if self._starting and not now:
+            clock = time.monotonic()
+            for partition, since in list(self._starting.items()):
+                if clock - since >= START_HOLD_S:
+                    del self._starting[partition]
+            if self._starting:
+                return
+        if self._held:
+            commits = list(self._held.values())
+            self._held.clear()
+            self.consumer.commit(offsets=commits, asynchronous=True)
+
+    def note_read(self, batch: list[Message]) -> None:
+        """The worker loop read ``batch``: its partitions have started (see :meth:`starting`)."""
+        for msg in batch:
+            self._starting.pop(msg.partition(), None)  # type: ignore[arg-type]
+            if not self._starting:
+                return
+
     # -- machinery ----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -201,8 +248,13 @@ class PartitionWorker(abc.ABC):
                 first = self.consumer.poll(FIRST_WAIT_S)
                 if first is None:
                     self.idle()
+                    if self._held:
+                        self.commit_async([])  # what a starting partition held back
                     continue
-                self.process([first, *self.consumer.consume(BATCH - 1, 0)])
+                batch = [first, *self.consumer.consume(BATCH - 1, 0)]
+                if self._starting:
+                    self.note_read(batch)
+                self.process(batch)
         except BaseException as exc:
             self.error = exc
             log.exception("%s failed", self._thread.name)

@@ -193,6 +193,7 @@ class _QuoteWorker(PartitionWorker):
         self._guards[partition] = SequenceGuard()
         tp = TopicPartition(self._cfg.topics.quotes, partition, OFFSET_INVALID)
         self.consumer.incremental_assign([tp])
+        self.starting([partition])
 
     def unassign(self, partition: int) -> None:
         """Wait for the partition's output and commit it, then stop consuming it."""
@@ -293,7 +294,7 @@ class _QuoteWorker(PartitionWorker):
             if upto is not None:
                 commits.append(TopicPartition(topics.quotes, partition, upto))
         if commits:
-            self.consumer.commit(offsets=commits, asynchronous=True)
+            self.commit_async(commits)
 
     def _wait_for_output(self) -> None:
         """Flush, then commit what was acknowledged (a revocation's barrier waits for this)."""
@@ -303,6 +304,7 @@ class _QuoteWorker(PartitionWorker):
             self.stats.flush_timeouts += 1
             log.error("prices not acknowledged within %.0f s", FLUSH_TIMEOUT_S)
         self._settle()
+        self.commit_async([], now=True)
 
     def _produce(self, topic: str, **kwargs: Any) -> None:
         """Queue one record; while librdkafka's queue is full, serve acknowledgements first.

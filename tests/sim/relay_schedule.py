@@ -354,9 +354,13 @@ def _turn(world: World, worker: RelayWorker, batch_max: int) -> None:
     consumer = cast("FakeConsumer", worker.consumer)
     batch = consumer.take(batch_max, world.rng)
     if batch:
+        if worker._starting:
+            worker.note_read(batch)
         worker.process(batch)
     else:
         worker.idle()
+        if worker._held:
+            worker.commit_async([])
 
 
 def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: Any) -> None:

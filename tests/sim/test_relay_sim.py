@@ -235,3 +235,33 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
             apply_step(world, workers, ("turn", "B", 50), raw)
             apply_step(world, workers, ("turn", "A", 50), raw)
         assert 0 in b.active
+
+
+def test_an_idle_partition_being_handed_over_emits_when_prices_come() -> None:
+    """An owner handing over a partition that had no prices for seconds has nothing of
+    its own for its tail to read back, and its tail's end-of-partition event is as old: the
+    tail looks stale and the input waits. It writes a tick; once its tail has read the tick
+    back, it emits again (the fault drill: such partitions were silent through the whole
+    hand-over, 2-3 s, until the successor took them up)."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        for _ in range(30):  # 3 s without prices
+            apply_step(world, workers, ("advance", 0.1), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "A", 50), raw)
+        world.stalled_until["B"] = world.clock.now + 5.0  # B cannot take over for a while
+        apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
+        apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 in a._handover
+        relayed = a.stats.relayed
+        apply_step(world, workers, ("publish", 0, 3), raw)
+        for _ in range(10):  # 0.5 s
+            apply_step(world, workers, ("advance", 0.05), raw)
+            world.pump()
+            apply_step(world, workers, ("turn", "B", 50), raw)
+            apply_step(world, workers, ("turn", "A", 50), raw)
+        assert 0 not in b.active
+        assert a.stats.relayed > relayed, "the owner handing an idle partition over stayed paused"

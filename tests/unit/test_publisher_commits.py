@@ -109,6 +109,7 @@ def worker() -> Iterator[_QuoteWorker]:
     )
     w.assign(0)
     w.active.add(0)
+    w.note_read([quote(0, 0)])  # its first record was read (the worker loop notes that)
     yield w
     real_consumer.close()
 
