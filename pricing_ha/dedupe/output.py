@@ -323,36 +323,35 @@ class RelayOutput:
             if fence is None:
                 return
             producer = fence
+        self._control(producer, partition, CHECKPOINT, view)
+        self.stats.checkpoints += 1
+
+    def _control(
+        self,
+        producer: Producer | ReplaceableProducer[Producer],
+        partition: int,
+        kind: bytes,
+        value: bytes,
+    ) -> None:
+        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick)."""
         producer.produce(
             self._cfg.topics.prices,
             key=None,
-            value=view,
+            value=value,
             partition=partition,
             headers=[
-                (CONTROL_HEADER, CHECKPOINT),
+                (CONTROL_HEADER, kind),
                 ("relay", self._member.encode()),
                 ("relay_ns", str(time.time_ns()).encode()),
             ],
             on_delivery=self._on_delivery,
         )
-        self.stats.checkpoints += 1
 
     def tick(self, partition: int) -> None:
         """Append a tick (see :mod:`pricing_ha.dedupe.standby`) to ``prices[partition]``; not
         waited for. Never through a fence: it means nothing, so it need not be fenced, and it
         must be readable at once (not held in a transaction)."""
-        self.producer.produce(
-            self._cfg.topics.prices,
-            key=None,
-            value=b"",
-            partition=partition,
-            headers=[
-                (CONTROL_HEADER, TICK),
-                ("relay", self._member.encode()),
-                ("relay_ns", str(time.time_ns()).encode()),
-            ],
-            on_delivery=self._on_delivery,
-        )
+        self._control(self.producer, partition, TICK, b"")
         self.producer.poll(0)
 
     def emit(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:

@@ -454,6 +454,7 @@ class RelayWorker(PartitionWorker):
         for partition in list(self._handover):
             if partition in self.wanted:
                 del self._handover[partition]  # given back to this member: it goes on
+                self._ticked.pop(partition, None)
             elif partition in grace and self._may_emit(partition):
                 # Given back while still handing it over: nobody else has emitted since this
                 # member's own term, so there is nobody to wait for.
