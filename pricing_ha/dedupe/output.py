@@ -38,7 +38,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -261,12 +261,15 @@ class RelayOutput:
         timeout_s: float,
         *,
         terms: Mapping[int, int] | None = None,
+        unclean: Collection[int] = (),
     ) -> dict[int, int]:
         """Write a control record of ``kind`` to ``prices[k]`` for each k; return the offsets.
 
         A control record has no key, an empty value, :data:`CONTROL_HEADER` = ``kind`` and a
         ``marker`` header that starts with this member's :attr:`token` (so its own standby
-        tail recognises it); a release also names its ``term`` (from ``terms``). Kinds and
+        tail recognises it); a release also names its ``term`` (from ``terms``), and the
+        release of a term that ends before it began says, for the partitions in ``unclean``,
+        that it found ``prices[k]`` not released (header ``before`` = ``unclean``). Kinds and
         what they prove: :mod:`pricing_ha.dedupe.standby`. Partitions whose record was not
         acknowledged within ``timeout_s`` are missing from the result.
         """
@@ -296,6 +299,8 @@ class RelayOutput:
             ]
             if terms is not None and partition in terms:
                 headers.append(("term", str(terms[partition]).encode()))
+            if partition in unclean:
+                headers.append(("before", b"unclean"))
             producer.produce(
                 self._cfg.topics.prices,
                 key=None,

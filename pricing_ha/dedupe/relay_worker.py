@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
     KafkaException,
@@ -50,6 +51,7 @@ __all__ = ["LeadershipSource", "RelayClients", "RelayWorker", "raw_group_id", "r
 log = logging.getLogger("pricing_ha.relay")
 
 _MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
+_COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a takeover
 _PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
 _CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
 _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
@@ -136,14 +138,27 @@ class RelayWorker(PartitionWorker):
         """Create the clients; nothing is read until :meth:`start`."""
         clients = clients or RelayClients(consumer=_kafka_consumer)
         broker = cfg.broker
-        # At most 64 KiB per partition per fetch (librdkafka's default is 1 MiB): the records
-        # of one fetch are read in partition order, so after a takeover one partition's backlog
-        # held back the first record of the others for up to 1.5 s in the fault drill; smaller
-        # shares interleave the partitions, and every taken partition starts emitting at once.
+        # At most 64 KiB per fetch request, not only per partition. The records of one fetch
+        # response are handed over partition by partition, and the embedded broker ignores
+        # the per-partition limit: it fills a response from the partitions in request order
+        # up to the request's limit (5 MiB at most). After a takeover, one partition's backlog
+        # thus held back the first record of the others: 1.1-1.2 s per partition taken over
+        # in the fault drill. With 64 KiB per request each response carries a slice of one
+        # or a few partitions, and librdkafka starts each request one partition further on:
+        # the partitions interleave (measured on the embedded broker: 4 partitions with a
+        # backlog of 3,000 small batches each, first records at 0, 215, 430 and 645 instead of
+        # 0, 3,000, 6,000 and 9,000). librdkafka wants message.max.bytes <= fetch.max.bytes;
+        # a record batch larger than that is still returned whole. And librdkafka prefetches
+        # until 100,000 records wait in the consumer's queue: partitions taken over after
+        # others waited behind all of the earlier ones' backlog (2.2-2.9 s in the drill's
+        # broker stall); 1,000 (two worker batches) keeps what is ahead of them short.
         base = {
             "fetch.wait.max.ms": 10,
             "log.connection.close": False,
             "max.partition.fetch.bytes": 65536,
+            "fetch.max.bytes": 65536,
+            "message.max.bytes": 65536,
+            "queued.min.messages": 1000,
         }
         super().__init__(
             "relay",
@@ -193,6 +208,7 @@ class RelayWorker(PartitionWorker):
         self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
         self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
         self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
+        self._probe_at: dict[int, int] = {}  # and its offset (kept as long as _probe_acked)
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
         self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
@@ -212,7 +228,8 @@ class RelayWorker(PartitionWorker):
     def stop(self) -> None:
         """Let hand-overs in progress finish (bounded by :attr:`handover_s`), then stop."""
         deadline = time.monotonic() + self.handover_s + 1.0
-        while self._handover and time.monotonic() < deadline:
+        # (A revocation's hand-over may still be a queued command: the barrier did not wait.)
+        while (self._handover or self.commands_pending()) and time.monotonic() < deadline:
             time.sleep(0.01)
         super().stop()
 
@@ -250,6 +267,12 @@ class RelayWorker(PartitionWorker):
         self._handover[partition] = time.monotonic() + self.handover_s
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
+
+    def will_hand_over(self, partition: int) -> bool:
+        """A partition with a term is handed over (:meth:`hand_over`), so the barrier need not
+        wait: until the worker applies it, :meth:`_may_emit` says no (NELI no longer leads it,
+        no hand-over yet) and its records are only paused."""
+        return partition in self._terms
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -289,6 +312,26 @@ class RelayWorker(PartitionWorker):
                 )
         partitions = [p for p in partitions if p not in deferred]
         snaps = self._mark_ends(partitions, deferred)
+        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
+        for p, snap in snaps.items():
+            if not snap.clean and not self._out.fencing and snap.term > probed.get(p, snap.term):
+                # Another member started a term after our probe: one of us may be a zombie
+                # (its loss not yet noticed), and the other's term may have begun on a clean
+                # release that our probe did not count. Do not start a second term beside it:
+                # end ours before it began (our marker stops a member handing over, nothing
+                # more), wait a grace period and look again. Found by the relay simulation.
+                self._out.write_markers(
+                    [p],
+                    RELEASE,
+                    _MARKER_TIMEOUT_S,
+                    terms={p: snap.offset},
+                    unclean=(p,),
+                )
+                self._waived.discard(p)
+                deferred[p] = TakeoverDeferredError(
+                    "another member started a term after this member asked for the partition",
+                    retry_after_s=self._cfg.relay.threshold_ms / 1000,
+                )
         taken: list[TopicPartition] = []
         asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
         unclean = [
@@ -298,6 +341,7 @@ class RelayWorker(PartitionWorker):
             # Fenced: the previous owner's producer can no longer append, nothing to wait for.
             and not self._out.fencing
             and p not in self._waived
+            and p not in deferred
             # A probe acknowledged long enough ago already made any old owner stop.
             and self._probe_acked.get(p, asked) >= asked
         ]
@@ -325,9 +369,16 @@ class RelayWorker(PartitionWorker):
                 continue
             if not self._neli.leads(partition):
                 # Revoked while taking it up: this term ends before it began. Say so, so
-                # that whoever is next need not wait out a grace period for it.
+                # that whoever is next need not wait out a grace period for it; but if an
+                # earlier term was still open below our marker, say that too: its owner may
+                # still be emitting (it may be the member that took the partition from us),
+                # and a release of ours must not make the partition look released.
                 self._out.write_markers(
-                    [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: snap.offset}
+                    [partition],
+                    RELEASE,
+                    _MARKER_TIMEOUT_S,
+                    terms={partition: snap.offset},
+                    unclean=() if snap.clean else (partition,),
                 )
                 self._waived.discard(partition)
                 deferred[partition] = TakeoverDeferredError(
@@ -362,10 +413,38 @@ class RelayWorker(PartitionWorker):
                 took,
             )
         if taken:
-            # One call: librdkafka asks for one assignment's committed offsets at a time.
-            self.consumer.incremental_assign(taken)
+            # One call, at known positions (see _start_positions).
+            self.consumer.incremental_assign(self._start_positions(taken))
             self.starting([tp.partition for tp in taken])
         return deferred
+
+    def _start_positions(self, taken: list[TopicPartition]) -> list[TopicPartition]:
+        """Where each partition taken up starts: the raw group's committed offset, asked here.
+
+        Assigned without an offset, librdkafka looks the committed offset up itself, but only
+        while none of this consumer's commits is in flight and one assignment at a time; in the
+        fault drill two of four partitions taken over processed their first record 4.2 and
+        4.6 s after the takeover. Assigned at an offset, a partition is fetched at once.
+        Starting earlier than the latest commit is harmless (the arbiter drops what the marks
+        already cover), so a commit racing this query loses nothing; a query that fails
+        leaves the lookup to librdkafka.
+        """
+        try:
+            got = self.consumer.committed(taken, timeout=_COMMITTED_TIMEOUT_S)
+        except KafkaException as exc:
+            log.info("committed offsets of %s not known (%s): librdkafka looks them up", taken, exc)
+            return taken
+        out = []
+        for tp in got:
+            if tp.error is not None:
+                out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
+            else:  # no commit yet: from the beginning, as auto.offset.reset = earliest says
+                out.append(
+                    TopicPartition(
+                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                    )
+                )
+        return out
 
     def _mark_ends(
         self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
@@ -501,6 +580,7 @@ class RelayWorker(PartitionWorker):
                 and not self._neli.leads(partition)
             ):
                 del self._probe_acked[partition]
+                self._probe_at.pop(partition, None)
         # No probe before the tail has read the partition's history, nor while a stall holds
         # this member off (S + 0.5 s after it woke): either would end a hand-over that should
         # go on until this member can take over (see assign_many). Seen in the fault drill: a
@@ -515,6 +595,7 @@ class RelayWorker(PartitionWorker):
             self._probes.update(probes)
             acked = time.monotonic()
             self._probe_acked.update(dict.fromkeys(probes, acked))
+            self._probe_at.update(probes)
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):

@@ -11,7 +11,10 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
 * ``takeover``: a relay is about to emit on k. Its offset is that owner's *term*; everything
   appended before it is below it, so reading up to it yields complete high-water marks.
 * ``release``: the owner of term t stopped emitting on k and every record it produced there was
-  acknowledged before this record was written (header ``term`` = t).
+  acknowledged before this record was written (header ``term`` = t). A member revoked while
+  taking k up releases the term it never began; if it found k not released below its
+  takeover marker, the release says so (header ``before`` = ``unclean``) and does not count
+  as one: the owner of the earlier term may still be emitting.
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
@@ -94,11 +97,13 @@ class Snapshot:
         high: every instrument's highest seq below ``offset``.
         clean: the partition was cleanly released below ``offset`` (see the module docstring),
             or never had an owner.
+        term: the offset of the last takeover marker below ``offset`` (-1: none).
     """
 
     offset: int
     high: dict[str, int]
     clean: bool
+    term: int = -1
 
 
 @dataclass(slots=True)
@@ -411,7 +416,7 @@ class StandbyTail:
         marker = values.get("marker", b"")
         if marker.startswith(self._token):
             captures = self._captures[partition]
-            captures[offset] = Snapshot(offset, dict(view.high), view.clean)
+            captures[offset] = Snapshot(offset, dict(view.high), view.clean, view.term)
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
         if kind == TAKEOVER:
@@ -419,7 +424,9 @@ class StandbyTail:
             view.requests.clear()
         if kind in (TAKEOVER, PROBE):
             view.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
-        elif kind == RELEASE:
+        elif kind == RELEASE and values.get("before") != b"unclean":
+            # (A release saying it found the partition unclean ends a term that never began:
+            # an earlier owner may still be emitting, so the partition stays unreleased.)
             term = values.get("term", b"")
             view.released_term = int(term) if term.isdigit() else -2
             view.released_at = offset

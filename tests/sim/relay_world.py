@@ -31,7 +31,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 MESSAGE_TIMEOUT_S = 3.0  # the relay producer's message.timeout.ms (RelayConfig's S)
 
@@ -312,10 +319,27 @@ class FakeConsumer:
         self._world = world
         self.positions: dict[int, int] = {}
 
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        """The group's committed offsets, or the query fails (one time in four): the relay
+        then leaves the lookup to the consumer (assigns without an offset)."""
+        if self._world.rng.random() < 0.25:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        committed = self._world.committed
+        return [
+            TopicPartition(tp.topic, tp.partition, committed.get(tp.partition, OFFSET_INVALID))
+            for tp in partitions
+        ]
+
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        """Start each partition at the group's committed offset (else the beginning)."""
+        """Start each partition at its given offset, else the group's committed offset (else
+        the beginning)."""
         for tp in partitions:
-            self.positions[tp.partition] = self._world.committed.get(tp.partition, 0)
+            if tp.offset >= 0:
+                self.positions[tp.partition] = tp.offset
+            elif tp.offset == OFFSET_BEGINNING:
+                self.positions[tp.partition] = 0
+            else:
+                self.positions[tp.partition] = self._world.committed.get(tp.partition, 0)
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Stop reading."""
