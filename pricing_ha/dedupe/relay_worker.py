@@ -148,17 +148,18 @@ class RelayWorker(PartitionWorker):
         # the partitions interleave (measured on the embedded broker: 4 partitions with a
         # backlog of 3,000 small batches each, first records at 0, 215, 430 and 645 instead of
         # 0, 3,000, 6,000 and 9,000). librdkafka wants message.max.bytes <= fetch.max.bytes;
-        # a record batch larger than that is still returned whole. And librdkafka prefetches
-        # until 100,000 records wait in the consumer's queue: partitions taken over after
-        # others waited behind all of the earlier ones' backlog (2.2-2.9 s in the drill's
-        # broker stall); 1,000 (two worker batches) keeps what is ahead of them short.
+        # a record batch larger than that is still returned whole. (librdkafka also prefetches
+        # up to 100,000 records, so partitions taken up after others wait behind the earlier
+        # ones' prefetched backlog: 2.2-2.9 s in the drill's broker stall. Lowering
+        # queued.min.messages to 1,000 made the drill worse, 11-12 s in the relay windows and
+        # 5.8 s in a publisher's: a partition whose queue is full is not fetched again for
+        # fetch.queue.backoff.ms, 1 s by default. Left at the default.)
         base = {
             "fetch.wait.max.ms": 10,
             "log.connection.close": False,
             "max.partition.fetch.bytes": 65536,
             "fetch.max.bytes": 65536,
             "message.max.bytes": 65536,
-            "queued.min.messages": 1000,
         }
         super().__init__(
             "relay",
