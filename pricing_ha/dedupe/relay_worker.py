@@ -321,15 +321,9 @@ class RelayWorker(PartitionWorker):
                 # release that our probe did not count. Do not start a second term beside it:
                 # end ours before it began (our marker stops a member handing over, nothing
                 # more), wait a grace period and look again. Found by the relay simulation.
-                self._out.write_markers(
-                    [p],
-                    RELEASE,
-                    _MARKER_TIMEOUT_S,
-                    terms={p: snap.offset},
-                    unclean=(p,),
-                )
-                self._waived.discard(p)
-                deferred[p] = TakeoverDeferredError(
+                deferred[p] = self._end_unbegun(
+                    p,
+                    snap,
                     "another member started a term after this member asked for the partition",
                     retry_after_s=self._cfg.relay.threshold_ms / 1000,
                 )
@@ -369,21 +363,9 @@ class RelayWorker(PartitionWorker):
             if partition in deferred:
                 continue
             if not self._neli.leads(partition):
-                # Revoked while taking it up: this term ends before it began. Say so, so
-                # that whoever is next need not wait out a grace period for it; but if an
-                # earlier term was still open below our marker, say that too: its owner may
-                # still be emitting (it may be the member that took the partition from us),
-                # and a release of ours must not make the partition look released.
-                self._out.write_markers(
-                    [partition],
-                    RELEASE,
-                    _MARKER_TIMEOUT_S,
-                    terms={partition: snap.offset},
-                    unclean=() if snap.clean else (partition,),
-                )
-                self._waived.discard(partition)
-                deferred[partition] = TakeoverDeferredError(
-                    "no longer led when the takeover was ready", retry_after_s=0.05
+                # Revoked while taking it up: this term ends before it began.
+                deferred[partition] = self._end_unbegun(
+                    partition, snap, "no longer led when the takeover was ready", 0.05
                 )
                 continue
             if partition in self._waived:
@@ -418,6 +400,27 @@ class RelayWorker(PartitionWorker):
             self.consumer.incremental_assign(self._start_positions(taken))
             self.starting([tp.partition for tp in taken])
         return deferred
+
+    def _end_unbegun(
+        self, partition: int, snap: Snapshot, why: str, retry_after_s: float
+    ) -> TakeoverDeferredError:
+        """End the term of the takeover marker ``snap`` was captured at before it began.
+
+        The release says so, so that whoever is next need not wait out a grace period for
+        it; but if an earlier term was still open below the marker, it says that too
+        (``before`` = ``unclean``): that term's owner may still be emitting (it may be the
+        member that took the partition from us), and a release of ours must not make the
+        partition look released. Returns the deferral to record.
+        """
+        self._out.write_markers(
+            [partition],
+            RELEASE,
+            _MARKER_TIMEOUT_S,
+            terms={partition: snap.offset},
+            unclean=() if snap.clean else (partition,),
+        )
+        self._waived.discard(partition)
+        return TakeoverDeferredError(why, retry_after_s=retry_after_s)
 
     def _start_positions(self, taken: list[TopicPartition]) -> list[TopicPartition]:
         """Where each partition taken up starts: the raw group's committed offset, asked here.
