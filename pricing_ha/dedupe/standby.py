@@ -44,6 +44,7 @@ after): then no earlier owner can still append, and the new owner need not wait 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -189,7 +190,11 @@ def control_kind(headers: Headers) -> tuple[bytes, dict[str, bytes]] | None:
 
 
 def _seq_of(msg: Message, headers: Headers) -> tuple[str, int] | None:
-    """Instrument and seq of a price on ``prices`` (its ``seq`` header, else its value)."""
+    """Instrument and seq of a price on ``prices`` (its ``seq`` header, else its value).
+
+    The instrument is interned, as the relay's arbiter interns it (``records``): the view's
+    mark and the arbiter's line then share one string per instrument, not one copy each.
+    """
     key = msg.key()
     if not isinstance(key, bytes):
         return None
@@ -197,12 +202,12 @@ def _seq_of(msg: Message, headers: Headers) -> tuple[str, int] | None:
         if name == "seq" and value:
             raw = value.decode() if isinstance(value, bytes) else value
             if raw.isdigit():
-                return key.decode(errors="replace"), int(raw)
+                return sys.intern(key.decode(errors="replace")), int(raw)
     try:
         price = decode_price(msg.value() or b"")
     except InvalidPriceError:
         return None
-    return price.instrument, price.seq
+    return sys.intern(price.instrument), price.seq
 
 
 class StandbyTail:
