@@ -20,7 +20,6 @@ Run: ``.venv/bin/python bench/broker_producer_ids.py [--steps 0,100,200,300]``
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,17 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import write
 from _pipeline import code_version, foreign_processes
+from _procstat import cpu_s, load
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pricing_ha.local.broker import EmbeddedBroker
 
 PARTITIONS = 4
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _measure(broker: EmbeddedBroker, rate: float, seconds: float) -> dict[str, Any]:
@@ -55,7 +50,7 @@ def _measure(broker: EmbeddedBroker, rate: float, seconds: float) -> dict[str, A
     producer.produce("t", b"warm")
     producer.flush(10)
     burst = max(1, int(rate / 20))  # 20 bursts per second
-    cpu0, start, sent = _cpu_s(broker.pid), time.monotonic(), 0
+    cpu0, start, sent = cpu_s(broker.pid), time.monotonic(), 0
     while time.monotonic() - start < seconds:
         for _ in range(burst):
             producer.produce("t", b"x" * 100, partition=sent % PARTITIONS)
@@ -63,7 +58,7 @@ def _measure(broker: EmbeddedBroker, rate: float, seconds: float) -> dict[str, A
         producer.poll(0)
         time.sleep(max(0.0, start + sent / rate - time.monotonic()))
     left = producer.flush(10)
-    elapsed, cpu = time.monotonic() - start, _cpu_s(broker.pid) - cpu0
+    elapsed, cpu = time.monotonic() - start, cpu_s(broker.pid) - cpu0
     return {
         "records": sent,
         "not_acknowledged": left,
@@ -90,7 +85,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
-    load_before = os.getloadavg()[0]
+    load_before = load()
     rows = []
     with EmbeddedBroker() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -111,8 +106,8 @@ def main() -> None:
             "rate_per_s": args.rate,
             "seconds": args.seconds,
             "partitions": PARTITIONS,
-            "load_average_1m_before": round(load_before, 2),
-            "load_average_1m_after": round(os.getloadavg()[0], 2),
+            "load_average_1m_before": load_before,
+            "load_average_1m_after": load(),
             "foreign_processes": foreign_processes(),
             "code": code_version(),
             "steps": rows,
