@@ -130,6 +130,11 @@ class PartitionWorker(abc.ABC):
     def idle(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Called when a poll returned nothing (e.g. to expire time-based state)."""
 
+    def reading(self) -> bool:
+        """Whether the consumer has anything to poll: a partition being worked on (a subclass
+        may also read partitions ahead of taking them up)."""
+        return bool(self.active)
+
     def close_clients(self) -> None:
         """Flush and close the clients at the end of the thread."""
         self.consumer.close()
@@ -262,7 +267,7 @@ class PartitionWorker(abc.ABC):
                 self._apply_commands()
                 self._reconcile()
                 self.tend()
-                if not self.active:
+                if not self.reading():
                     time.sleep(FIRST_WAIT_S)
                     continue
                 first = self.consumer.poll(FIRST_WAIT_S)

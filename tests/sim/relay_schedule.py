@@ -285,6 +285,9 @@ def build(
             telemetry=_TELEMETRY,
             clients=clients,
         )
+        # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
+        # so that a seed's schedule does not change with this choice).
+        worker.read_ahead_max = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
         worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
         worker.standby.open()
         workers[name] = worker
@@ -349,7 +352,7 @@ def _turn(world: World, worker: RelayWorker, batch_max: int) -> None:
     worker._apply_commands()
     worker._reconcile()
     worker.tend()
-    if not worker.active:
+    if not worker.reading():
         return
     consumer = cast("FakeConsumer", worker.consumer)
     batch = consumer.take(batch_max, world.rng)

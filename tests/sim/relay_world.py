@@ -318,6 +318,7 @@ class FakeConsumer:
         """A consumer in the relay group."""
         self._world = world
         self.positions: dict[int, int] = {}
+        self.paused: set[int] = set()
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         """The group's committed offsets, or the query fails (one time in four): the relay
@@ -345,6 +346,15 @@ class FakeConsumer:
         """Stop reading."""
         for tp in partitions:
             self.positions.pop(tp.partition, None)
+            self.paused.discard(tp.partition)
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        """Stop fetching these partitions (they stay assigned)."""
+        self.paused.update(tp.partition for tp in partitions)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        """Fetch them again, from their positions."""
+        self.paused.difference_update(tp.partition for tp in partitions)
 
     def seek(self, partition: TopicPartition) -> None:
         """Read an assigned partition again from ``partition.offset``."""
@@ -361,7 +371,7 @@ class FakeConsumer:
         """Up to ``limit`` records from the assigned partitions, interleaved."""
         log = self._world.logs[self._world.raw]
         out: list[Message] = []
-        parts = sorted(self.positions)
+        parts = sorted(set(self.positions) - self.paused)
         rng.shuffle(parts)
         for p in parts:
             pos = self.positions[p]
