@@ -70,6 +70,10 @@ _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dr
 # A partition in its grace period is read ahead (see _read_ahead): at most this many records
 # are kept, then its fetching pauses until the takeover.
 _READ_AHEAD_MAX = 20_000
+# ... and given up once it has been neither in its grace period, nor wanted, nor led for this
+# long (between the end of the grace period and the takeover, NELI waits for the member's own
+# heartbeat on its new incarnation: not led for a moment, yet about to be taken up).
+_READ_AHEAD_LINGER_S = 2.0
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
 # often (when prices arrived since): a member joining reads about this much of prices[k].
 _CHECKPOINT_EVERY_S = 1.0
@@ -220,6 +224,7 @@ class RelayWorker(PartitionWorker):
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         self._ahead: dict[int, list[Message]] = {}  # in the grace period: prices.raw read ahead
         self._ahead_full: set[int] = set()  # of those, paused at _READ_AHEAD_MAX records
+        self._ahead_idle: dict[int, float] = {}  # of those, not in grace, wanted or led: since
         self._replay: list[Message] = []  # read ahead, taken up: processed before the next poll
         self._skip_below: dict[int, int] = {}  # taken up after reading ahead: committed offset
         #: Records kept per partition read ahead of its takeover (see :meth:`_read_ahead`).
@@ -608,12 +613,11 @@ class RelayWorker(PartitionWorker):
             self._probe_acked.update(dict.fromkeys(probes, acked))
             self._probe_at.update(probes)
             self._read_ahead(todo)
+        now = time.monotonic()
         for partition in list(self._ahead):
-            if (
-                partition not in grace
-                and partition not in self.wanted
-                and not self._neli.leads(partition)
-            ):
+            if partition in grace or partition in self.wanted or self._neli.leads(partition):
+                self._ahead_idle.pop(partition, None)
+            elif now - self._ahead_idle.setdefault(partition, now) >= _READ_AHEAD_LINGER_S:
                 self._stop_reading_ahead(partition)
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
@@ -657,6 +661,7 @@ class RelayWorker(PartitionWorker):
         """A partition read ahead is not to be taken up after all: forget what was read."""
         self._ahead.pop(partition, None)
         self._ahead_full.discard(partition)
+        self._ahead_idle.pop(partition, None)
         self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.raw, partition)])
 
     def _keep_ahead(self, batch: list[Message]) -> list[Message]:
@@ -712,9 +717,19 @@ class RelayWorker(PartitionWorker):
                     self._stop_reading_ahead(partition)
                     plain.append(TopicPartition(raw, partition, OFFSET_INVALID))
                     continue
-                self._replay.extend(self._ahead.pop(partition))
+                kept = self._ahead.pop(partition)
+                self._ahead_idle.pop(partition, None)
+                self._replay.extend(kept)
                 if known[partition] >= 0:
                     self._skip_below[partition] = known[partition]
+                log.info(
+                    "partition %d: %d records read ahead (from offset %s), taken from the "
+                    "committed offset %d",
+                    partition,
+                    len(kept),
+                    kept[0].offset() if kept else "-",
+                    known[partition],
+                )
                 if partition in self._ahead_full:
                     self._ahead_full.discard(partition)
                     self.consumer.resume([TopicPartition(raw, partition)])
