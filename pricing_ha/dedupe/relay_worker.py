@@ -10,7 +10,9 @@ for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.
   period, ended early on a clean release; a planned revocation handed over
   (:meth:`RelayWorker.hand_over`) until the successor asks;
 * **the hot path** (:meth:`RelayWorker.process`): arbitration (:mod:`.arbitration`), output
-  (:mod:`.output`), commits once output is acknowledged and nothing earlier is held.
+  (:mod:`.output`), commits once output is acknowledged and nothing earlier is held; a
+  partition in its grace period is read ahead (:mod:`.read_ahead`), so its takeover starts
+  from records in hand.
 
 :class:`RelayClients` and :class:`LeadershipSource` are its seams: the relay simulation
 (``tests/sim``) drives one with fake clients and a simulated group.
@@ -38,6 +40,7 @@ from confluent_kafka import (
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
 from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
 from pricing_ha.kafka.headers import header_list
@@ -67,13 +70,6 @@ _TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
 _FENCED_WAIT_S = 0.3
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
-# A partition in its grace period is read ahead (see _read_ahead): at most this many records
-# are kept, then its fetching pauses until the takeover.
-_READ_AHEAD_MAX = 20_000
-# ... and given up once it has been neither in its grace period, nor wanted, nor led for this
-# long (between the end of the grace period and the takeover, NELI waits for the member's own
-# heartbeat on its new incarnation: not led for a moment, yet about to be taken up).
-_READ_AHEAD_LINGER_S = 2.0
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
 # often (when prices arrived since): a member joining reads about this much of prices[k].
 _CHECKPOINT_EVERY_S = 1.0
@@ -222,13 +218,8 @@ class RelayWorker(PartitionWorker):
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
-        self._ahead: dict[int, list[Message]] = {}  # in the grace period: prices.raw read ahead
-        self._ahead_full: set[int] = set()  # of those, paused at _READ_AHEAD_MAX records
-        self._ahead_idle: dict[int, float] = {}  # of those, not in grace, wanted or led: since
-        self._replay: list[Message] = []  # read ahead, taken up: processed before the next poll
-        self._skip_below: dict[int, int] = {}  # taken up after reading ahead: committed offset
-        #: Records kept per partition read ahead of its takeover (see :meth:`_read_ahead`).
-        self.read_ahead_max = _READ_AHEAD_MAX
+        #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
+        self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
         #: How long a revoked owner may go on emitting if no successor asks for the partition.
         self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
@@ -613,12 +604,9 @@ class RelayWorker(PartitionWorker):
             self._probe_acked.update(dict.fromkeys(probes, acked))
             self._probe_at.update(probes)
             self._read_ahead(todo)
-        now = time.monotonic()
-        for partition in list(self._ahead):
-            if partition in grace or partition in self.wanted or self._neli.leads(partition):
-                self._ahead_idle.pop(partition, None)
-            elif now - self._ahead_idle.setdefault(partition, now) >= _READ_AHEAD_LINGER_S:
-                self._stop_reading_ahead(partition)
+        self.read_ahead.tend(
+            lambda p: p in grace or p in self.wanted or self._neli.leads(p),
+        )
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
@@ -635,73 +623,27 @@ class RelayWorker(PartitionWorker):
                 log.info("partition %d was not released: taken over by fencing", partition)
 
     def _read_ahead(self, partitions: list[int]) -> None:
-        """Start reading ``prices.raw[k]`` for partitions in their grace period.
-
-        The records are kept, not processed; the takeover (:meth:`assign_many`) hands them to
-        the hot path first. Without this, a takeover asked for the group's committed offset
-        and waited for the first fetch after the grace period (or after the release that
-        ended it): 0.03-2.4 s, median 0.27 s, in a takeover benchmark on a loaded machine,
-        in every crash, hand-over and join. Reading from the committed offset as it stands
-        now is safe however long the grace period lasts: the offset only moves on, and the
-        takeover's high-water marks drop whatever the previous owner emits meanwhile.
-        Records past :attr:`read_ahead_max` wait in the broker (the partition is paused).
-        """
-        todo = [p for p in partitions if p not in self._ahead and p not in self._arbiters]
+        """Start reading ``prices.raw[k]`` ahead for partitions in their grace period, from the
+        committed offset as it stands now (:mod:`.read_ahead`)."""
+        todo = [p for p in partitions if p not in self.read_ahead and p not in self._arbiters]
         if not todo:
             return
         raw = self._cfg.topics.raw
-        self.consumer.incremental_assign(
+        self.read_ahead.start(
             self._start_positions([TopicPartition(raw, p, OFFSET_INVALID) for p in todo])
         )
-        for partition in todo:
-            self._ahead[partition] = []
         self.starting(todo)
-
-    def _stop_reading_ahead(self, partition: int) -> None:
-        """A partition read ahead is not to be taken up after all: forget what was read."""
-        self._ahead.pop(partition, None)
-        self._ahead_full.discard(partition)
-        self._ahead_idle.pop(partition, None)
-        self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.raw, partition)])
-
-    def _keep_ahead(self, batch: list[Message]) -> list[Message]:
-        """Keep the records of partitions read ahead (:meth:`_read_ahead`); return the rest."""
-        rest: list[Message] = []
-        full: list[TopicPartition] = []
-        for msg in batch:
-            partition: int = msg.partition()  # type: ignore[assignment]
-            kept = self._ahead.get(partition)
-            if kept is None:
-                rest.append(msg)
-            elif msg.error() is None and partition not in self._ahead_full:
-                kept.append(msg)
-                if len(kept) >= self.read_ahead_max:
-                    self._ahead_full.add(partition)
-                    offset: int = msg.offset()  # type: ignore[assignment]
-                    full.append(TopicPartition(self._cfg.topics.raw, partition, offset + 1))
-        if full:
-            # Paused, then positioned just after the last record kept: records fetched past
-            # it (later in this batch, or already on their way) are dropped, read again later.
-            self.consumer.pause(full)
-            for tp in full:
-                self.consumer.seek(tp)
-        return rest
 
     def _start_reading(self, partitions: list[int]) -> None:
         """Partitions just taken up: their ``prices.raw`` goes to the hot path.
 
-        One read ahead (:meth:`_read_ahead`) starts with what was kept, but only from the raw
-        group's committed offset as it stands now, after the takeover marker: an owner
-        handing over commits what it emitted once it is acknowledged, and a record of its
-        that landed after the marker (its flush was slow) is above the marks, so reading it
-        again would emit it twice. Starting at the latest commit skips what such an owner
-        has committed, as a takeover without reading ahead does (seen in the takeover
-        benchmark: 212 duplicates when the kept records were all replayed). If that offset
-        is not known, the read ahead is given up. The others are assigned at the committed
-        offset (:meth:`_start_positions`), in one call.
+        One read ahead starts with what was kept, from the raw group's committed offset as it
+        stands now, after the takeover marker (why: :mod:`.read_ahead`); if that offset is not
+        known, the read ahead is given up. The others are assigned at the committed offset
+        (:meth:`_start_positions`), in one call.
         """
         raw = self._cfg.topics.raw
-        ahead = [p for p in partitions if p in self._ahead]
+        ahead = [p for p in partitions if p in self.read_ahead]
         plain = [TopicPartition(raw, p, OFFSET_INVALID) for p in partitions if p not in ahead]
         if ahead:
             try:
@@ -714,32 +656,25 @@ class RelayWorker(PartitionWorker):
             known = {tp.partition: tp.offset for tp in got if tp.error is None}
             for partition in ahead:
                 if partition not in known:
-                    self._stop_reading_ahead(partition)
+                    self.read_ahead.stop(partition)
                     plain.append(TopicPartition(raw, partition, OFFSET_INVALID))
                     continue
-                kept = self._ahead.pop(partition)
-                self._ahead_idle.pop(partition, None)
-                self._replay.extend(kept)
-                if known[partition] >= 0:
-                    self._skip_below[partition] = known[partition]
+                count, first = self.read_ahead.take(partition, known[partition])
                 log.info(
                     "partition %d: %d records read ahead (from offset %s), taken from the "
                     "committed offset %d",
                     partition,
-                    len(kept),
-                    kept[0].offset() if kept else "-",
+                    count,
+                    "-" if first is None else first,
                     known[partition],
                 )
-                if partition in self._ahead_full:
-                    self._ahead_full.discard(partition)
-                    self.consumer.resume([TopicPartition(raw, partition)])
         if plain:
             self.consumer.incremental_assign(self._start_positions(plain))
             self.starting([tp.partition for tp in plain])
 
     def reading(self) -> bool:
         """Partitions worked on, or read ahead of their takeover."""
-        return bool(self.active or self._ahead or self._replay)
+        return bool(self.active) or self.read_ahead.reading()
 
     def unassign(self, partition: int) -> None:
         """Flush, release, then stop consuming ``prices.raw[k]``.
@@ -771,9 +706,7 @@ class RelayWorker(PartitionWorker):
         self.commit_async([], now=True)  # what was held back for a partition starting
         raw = TopicPartition(self._cfg.topics.raw, partition)
         self.consumer.incremental_unassign([raw])
-        if self._replay:
-            self._replay = [m for m in self._replay if m.partition() != partition]
-        self._skip_below.pop(partition, None)
+        self.read_ahead.forget(partition)
         self._out.report(self._arbiters)
         self._arbiters.pop(partition, None)
         self._out.forget(partition)
@@ -801,8 +734,8 @@ class RelayWorker(PartitionWorker):
 
     def process(self, batch: list[Message]) -> None:
         """Arbitrate a batch, emit, flush, commit what is safe to commit."""
-        if self._replay or self._ahead:
-            batch = self._with_read_ahead(batch)
+        if self.read_ahead.reading():
+            batch = self.read_ahead.batch(batch)
         now = time.monotonic()
         out = self._out
         last: dict[int, int] = {}
@@ -817,7 +750,7 @@ class RelayWorker(PartitionWorker):
                 arbiter is None
                 or partition in lost
                 or partition in paused
-                or (self._skip_below and self._skipped(partition, offset))
+                or (self.read_ahead.skipping and self.read_ahead.skipped(partition, offset))
             ):
                 continue
             if not self._may_emit(partition):
@@ -859,25 +792,6 @@ class RelayWorker(PartitionWorker):
             # marks from prices, re-read prices.raw from the last commit) while still leading.
             self.drop(partition)
 
-    def _with_read_ahead(self, batch: list[Message]) -> list[Message]:
-        """The batch to process: records read ahead of a takeover first, then the batch
-        without those of partitions still being read ahead (kept: :meth:`_keep_ahead`)."""
-        if self._replay:
-            batch = [*self._replay, *batch]
-            self._replay = []
-        return self._keep_ahead(batch) if self._ahead else batch
-
-    def _skipped(self, partition: int, offset: int) -> bool:
-        """Whether a record is below the committed offset a read-ahead partition was taken up
-        at (:meth:`_start_reading`): the previous owner emitted it."""
-        below = self._skip_below.get(partition)
-        if below is None:
-            return False
-        if offset < below:
-            return True
-        del self._skip_below[partition]
-        return False
-
     def _log_first_price(self, partition: int) -> None:
         """Log how long after its takeover a partition's first ``prices.raw`` record was
         processed (an operator reading a silence on ``prices`` wants to know which step it was
@@ -892,7 +806,7 @@ class RelayWorker(PartitionWorker):
 
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""
-        if self._replay:
+        if self.read_ahead.replaying:
             self.process([])
             return
         lost: set[int] = set()

@@ -287,7 +287,7 @@ def build(
         )
         # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
         # so that a seed's schedule does not change with this choice).
-        worker.read_ahead_max = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
+        worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
         worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
         worker.standby.open()
         workers[name] = worker

@@ -214,7 +214,7 @@ def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
     world, workers = build(0, ghosts=False, verbose=False, fencing="none")
     raw = raw_prices(0)
     b = workers["B"]
-    b.read_ahead_max = 20_000
+    b.read_ahead.max_kept = 20_000
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
@@ -225,7 +225,7 @@ def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
             world.pump()
             apply_step(world, workers, ("turn", "B", 50), raw)
         assert b.stats.relayed == 0, "emitted during the grace period"
-        assert len(b._ahead[0]) >= 10, "did not read ahead"
+        assert b.read_ahead.kept(0) >= 10, "did not read ahead"
         world.clock.advance(world.threshold_s)
         world.pump()
         b.tend()
@@ -234,7 +234,7 @@ def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
         assigned = dict(fake.positions)
         _turn(world, b, 50)
         assert 0 in b.active
-        assert 0 not in b._ahead
+        assert 0 not in b.read_ahead
         assert b.stats.relayed > 0, "the takeover's turn emitted nothing"
         assert fake.positions[0] >= assigned[0], "read again from the start"
 
