@@ -260,6 +260,9 @@ class NeliConfig:
             "client.id": f"neli-{self.member_name}-hb",
             "linger.ms": 0,
             "acks": 1,
+            # One request in flight: a member's heartbeats land in the order sent, even across
+            # retries (the fast variant's early end of a grace period relies on it).
+            "max.in.flight.requests.per.connection": 1,
             # A heartbeat older than T is worthless: never deliver one that late.
             "message.timeout.ms": max(100, self.threshold_ms),
             "log.connection.close": False,

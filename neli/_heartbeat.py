@@ -39,6 +39,10 @@ class Heartbeat:
         sent_wall: the sender's wall clock at send time (seconds since the epoch).
         led: partitions the sender leads at send time.
         meta: opaque application data.
+        since: fast variant: the sender's wall clock when it was assigned the partition this
+            heartbeat is written to (its term there began then), else ``None``. A member that
+            reads a heartbeat of another member whose term on its own partition began later
+            knows the partition was taken from it (see :mod:`neli._tracker`).
     """
 
     group: str
@@ -50,6 +54,7 @@ class Heartbeat:
     sent_wall: float
     led: tuple[int, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    since: float | None = None
 
     def encode(self) -> bytes:
         """Serialise to compact JSON bytes."""
@@ -66,6 +71,8 @@ class Heartbeat:
         }
         if self.meta:
             doc["x"] = dict(self.meta)
+        if self.since is not None:
+            doc["s"] = self.since
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -91,6 +98,7 @@ class Heartbeat:
                 sent_wall=float(doc["sw"]),
                 led=tuple(int(p) for p in doc.get("l", ())),
                 meta=dict(doc.get("x", {})),
+                since=None if doc.get("s") is None else float(doc["s"]),
             )
         except HeartbeatDecodeError:
             raise

@@ -81,13 +81,17 @@ class HeartbeatSender:
         with self._lock:
             led = tuple(sorted(tracker.led(now_mono, now_wall)))
             if cfg.variant is Variant.FULL:
-                targets = [(p, 0) for p in range(self._partitions)]
+                targets: list[tuple[int, int, float | None]] = [
+                    (p, 0, None) for p in range(self._partitions)
+                ]
             else:
-                targets = [(p, tracker.incarnation(p) or 0) for p in tracker.assigned()]
+                targets = [
+                    (p, tracker.incarnation(p) or 0, tracker.since(p)) for p in tracker.assigned()
+                ]
         meta: dict[str, Any] = {}
         for provider in self._meta:
             meta.update(provider())
-        for partition, incarnation in targets:
+        for partition, incarnation, since in targets:
             self._counter += 1
             hb = Heartbeat(
                 group=cfg.group_id,
@@ -99,6 +103,7 @@ class HeartbeatSender:
                 sent_wall=now_wall,
                 led=led,
                 meta=meta,
+                since=since,
             )
             try:
                 self._producer.produce(

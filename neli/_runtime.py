@@ -294,7 +294,7 @@ class Neli:
     def in_grace(self) -> frozenset[int]:
         """Exclusive mode: partitions assigned to this member and still in their grace period."""
         with self._lock:
-            return self._tracker.in_grace(self._clock.monotonic())
+            return self._tracker.in_grace(self._clock.monotonic(), self._clock.wall())
 
     def end_grace(self, partition: int) -> bool:
         """Exclusive mode: end ``partition``'s grace period now; returns whether one was running.
@@ -437,6 +437,7 @@ class Neli:
             self._tracker.assign(
                 [tp.partition for tp in partitions if tp.topic == self.config.topic],
                 self._clock.monotonic(),
+                self._clock.wall(),
             )
         if partitions and self._loop is not None and self._sender is not None:
             # A new assignment needs this member's own heartbeat (fast variant): send it now.

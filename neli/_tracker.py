@@ -21,6 +21,24 @@ When can leadership no longer be trusted?
   group coordinator but not the partition's broker still sees its own heartbeats return until
   its client declares the session lost, which happens about S after its last group heartbeat,
   the same moment the coordinator reassigns the partition.
+* **Fast NELI, exclusive: a term taken over ends, and a grace period can end on evidence.**
+  Each heartbeat carries ``since``, the wall time its sender was assigned the partition it is
+  written to. A member that reads, on a partition it holds, a heartbeat of another member of
+  its group whose term there began later (``since`` greater than its own) has been replaced:
+  it stops leading that partition for good (the successor's heartbeat precedes any of its own
+  later ones on the log, so those can no longer keep it leading). The successor, in turn, may
+  lead before its grace period is over once (1) its own heartbeat of the new term has come
+  back, so it has read the partition up to that heartbeat, and (2) the latest heartbeat of
+  another member it read there before that (from the position the group committed, where the
+  previous holder's reading stopped) named the partition as led and was sent more than T + e
+  ago. The previous holder leads only on its own heartbeats, sent less than T ago and returned:
+  those landing before ours are the ones read (a member's heartbeats land in the order sent,
+  one request in flight), and those landing after ours return to it only after ours, which ends
+  its term. Its heartbeats sent after its last commit of the position all land after that
+  position; if none was read there, the evidence is missing and the grace period runs in full.
+  After a crash the previous holder's last heartbeat is about S plus the rebalance old when the
+  successor is assigned, so the grace period ends as soon as its own heartbeat returns. This
+  assumes every member of the group runs a version that stops on a later term.
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, when its observations go stale
   while the partition is still assigned (the broker stopped answering) or when its session is
@@ -73,6 +91,10 @@ class _Slot:
     released: str | None = None  # non-exclusive: revoked, leading until it goes stale
     hold: bool = False  # non-exclusive, keep_leading_when_isolated: released by a session loss
     hand_over_after: float | None = None  # hold ended by a new assignment at this mono time
+    since_wall: float | None = None  # wall time of the assignment (fast: sent as ``since``)
+    superseded: str | None = None  # fast, exclusive: the member whose later term was seen
+    prior_wall: float | None = None  # fast: send time of the latest other member's heartbeat
+    prior_named: bool = False  # ... read before our own returned, and whether it named us
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +128,7 @@ class LeadershipTracker:
         self._config = config
         self._member_id = member_id
         self._t = config.threshold_ms / 1000.0
+        self._e = config.clock_skew_ms / 1000.0
         self._stall_limit = config.stall_limit_ms / 1000.0
         # How long a member that stalled stays suspect once it runs again: until its consumer
         # would have noticed a lost session. librdkafka times a session on the monotonic
@@ -145,8 +168,11 @@ class LeadershipTracker:
         if now_wall is not None:
             self._last_tick_wall = now_wall
 
-    def assign(self, partitions: Iterable[int], now_mono: float) -> None:
-        """The group assigned ``partitions`` to this member (incrementally)."""
+    def assign(
+        self, partitions: Iterable[int], now_mono: float, now_wall: float | None = None
+    ) -> None:
+        """The group assigned ``partitions`` to this member (incrementally), at ``now_wall``
+        (sent as the term's ``since`` in fast-variant heartbeats)."""
         given = set(partitions)
         for p, held in self._slots.items():
             if held.hold and p not in given:
@@ -162,7 +188,9 @@ class LeadershipTracker:
                 slot.hand_over_after = None
             elif slot is None:
                 self._incarnations += 1
-                self._slots[p] = _Slot(assigned_mono=now_mono, incarnation=self._incarnations)
+                self._slots[p] = _Slot(
+                    assigned_mono=now_mono, incarnation=self._incarnations, since_wall=now_wall
+                )
 
     def end_grace(self, partition: int, now_mono: float) -> bool:
         """End the exclusive grace period of an assigned, not yet led ``partition`` now.
@@ -182,7 +210,7 @@ class LeadershipTracker:
         slot.assigned_mono = now_mono - self._t
         return True
 
-    def in_grace(self, now_mono: float) -> frozenset[int]:
+    def in_grace(self, now_mono: float, now_wall: float | None = None) -> frozenset[int]:
         """Exclusive mode: assigned partitions still in their grace period, not yet led."""
         if not self._exclusive:
             return frozenset()
@@ -191,7 +219,21 @@ class LeadershipTracker:
             for p, slot in self._slots.items()
             if slot.released is None
             and slot.state is _State.FOLLOWER
-            and now_mono - slot.assigned_mono < self._t
+            and self._in_grace(slot, now_mono, now_wall)
+        )
+
+    def _in_grace(self, slot: _Slot, now_mono: float, now_wall: float | None) -> bool:
+        """Whether ``slot``'s grace period still runs (exclusive mode)."""
+        if now_mono - slot.assigned_mono >= self._t:
+            return False
+        # Fast variant: over early on the evidence of the module docstring.
+        return not (
+            self._fast
+            and now_wall is not None
+            and slot.fresh is not None
+            and slot.prior_named
+            and slot.prior_wall is not None
+            and now_wall - slot.prior_wall >= self._t + self._e
         )
 
     def revoke(
@@ -237,36 +279,16 @@ class LeadershipTracker:
             now_mono: the monotonic time of receipt.
         """
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
-            # Every heartbeat names all the partitions its sender leads, so a member learns
-            # the leaders of partitions it does not own (its possible predecessors) too. Other
-            # groups share the topic; their leaders are not our predecessors.
-            for led in hb.led:
-                self._leaders[led] = hb
-                rival = self._rivals.get(led)
-                if rival is None or rival.member_id != hb.member_id:
-                    self._rivals[led] = _Rival(hb.member_id, now_mono, now_mono, hb.counter)
-                elif hb.counter > rival.counter:
-                    run_broken = now_mono - rival.last_mono >= self._t
-                    first = now_mono if run_broken else rival.first_mono
-                    self._rivals[led] = _Rival(hb.member_id, first, now_mono, hb.counter)
-            # A later heartbeat that no longer names a partition ends its sender's claim on it:
-            # a claim that merely has not aged out yet must not count as "leading it for over
-            # T" (after a hand-over, it made both members of a group give the partition up in
-            # the next coordinator stall). Copies of older heartbeats (full NELI sends one per
-            # partition, read in any order) are told apart by the sender's counter.
-            for p in [
-                p
-                for p, rival in self._rivals.items()
-                if rival.member_id == hb.member_id
-                and p not in hb.led
-                and hb.counter > rival.counter
-            ]:
-                del self._rivals[p]
+            self._observe_claims(hb, now_mono)
         slot = self._slots.get(partition)
         if slot is None:
             return
         if self._fast:
-            if hb.member_id != self._member_id or hb.incarnation != slot.incarnation:
+            if hb.member_id != self._member_id:
+                if self._exclusive and hb.group == self._config.group_id:
+                    self._observe_other(partition, slot, hb, publish_wall)
+                return
+            if hb.incarnation != slot.incarnation:
                 return  # only our own heartbeats of this term prove we still own the partition
             value = hb.sent_mono
         elif self._exclusive:
@@ -276,7 +298,57 @@ class LeadershipTracker:
         if slot.fresh is None or value > slot.fresh:
             slot.fresh = value
 
+    def _observe_claims(self, hb: Heartbeat, now_mono: float) -> None:
+        """Another member of the group: what it claims to lead."""
+        # Every heartbeat names all the partitions its sender leads, so a member learns
+        # the leaders of partitions it does not own (its possible predecessors) too. Other
+        # groups share the topic; their leaders are not our predecessors.
+        for led in hb.led:
+            self._leaders[led] = hb
+            rival = self._rivals.get(led)
+            if rival is None or rival.member_id != hb.member_id:
+                self._rivals[led] = _Rival(hb.member_id, now_mono, now_mono, hb.counter)
+            elif hb.counter > rival.counter:
+                run_broken = now_mono - rival.last_mono >= self._t
+                first = now_mono if run_broken else rival.first_mono
+                self._rivals[led] = _Rival(hb.member_id, first, now_mono, hb.counter)
+        # A later heartbeat that no longer names a partition ends its sender's claim on it:
+        # a claim that merely has not aged out yet must not count as "leading it for over
+        # T" (after a hand-over, it made both members of a group give the partition up in
+        # the next coordinator stall). Copies of older heartbeats (full NELI sends one per
+        # partition, read in any order) are told apart by the sender's counter.
+        for p in [
+            p
+            for p, rival in self._rivals.items()
+            if rival.member_id == hb.member_id and p not in hb.led and hb.counter > rival.counter
+        ]:
+            del self._rivals[p]
+
+    @staticmethod
+    def _observe_other(
+        partition: int, slot: _Slot, hb: Heartbeat, publish_wall: float | None
+    ) -> None:
+        """Fast, exclusive: another member's heartbeat on a partition this member holds."""
+        if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
+            # Its term here began after ours: the partition was taken from us (we are the
+            # zombie). For good: our own later heartbeats land after this one.
+            if slot.superseded is None:
+                slot.superseded = hb.member_id
+            return
+        if slot.fresh is None:
+            # Read before our own heartbeat returned: the previous holder's, the evidence for
+            # ending the grace period early (see the module docstring). Later ones land after
+            # ours and end their sender's term instead.
+            sent = publish_wall if publish_wall is not None else hb.sent_wall
+            if slot.prior_wall is None or sent >= slot.prior_wall:
+                slot.prior_wall, slot.prior_named = sent, partition in hb.led
+
     # -- queries ------------------------------------------------------------------------------
+
+    def since(self, partition: int) -> float | None:
+        """Wall time at which ``partition`` was assigned (fast-variant heartbeats)."""
+        slot = self._slots.get(partition)
+        return None if slot is None else slot.since_wall
 
     def incarnation(self, partition: int) -> int | None:
         """The current incarnation for an assigned partition (fast-variant heartbeats)."""
@@ -323,9 +395,11 @@ class LeadershipTracker:
             stall = self._stall_reason(now_mono, now_wall)
             if stall is not None:
                 return stall
+        if slot.superseded is not None:
+            return f"taken over by {slot.superseded}"
         if slot.fresh is None:
             return "no heartbeat yet"
-        if self._exclusive and now_mono - slot.assigned_mono < self._t:
+        if self._exclusive and self._in_grace(slot, now_mono, now_wall):
             return "grace period"
         if self._exclusive and self._fast:
             return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"

@@ -31,9 +31,10 @@ The assumptions the invariants depend on (the simulation enforces each, and
 frozen-clock one breaks exclusivity):
 
 1. Wall clocks: every member's wall clock is within e/2 of true time, so any two differ by at
-   most e; steps of the wall clock keep within that bound (exclusive full variant). Non-exclusive
-   and fast exclusive members are also given arbitrary wall-clock steps: they never judge
-   leadership by the wall clock.
+   most e; steps of the wall clock keep within that bound (exclusive mode: the full variant
+   judges freshness by it, the fast variant ends a grace period early on the previous holder's
+   heartbeat timestamps). Non-exclusive members are also given arbitrary wall-clock steps: they
+   never judge leadership by the wall clock.
 2. Monotonic clocks run at the true rate and **keep running while the process is paused** (in
    exclusive mode). A monotonic clock frozen across a pause longer than the stall limit hides the
    pause from the stall guard and from the client's session timer; the member then leads on a
@@ -47,7 +48,10 @@ frozen-clock one breaks exclusivity):
    (re)joins restart that timer. Coordinator links are TCP: a cut delays messages until it
    heals, in order; a heartbeat answered "unknown member" makes the client rejoin.
 5. Heartbeat records reach the log within 60 ms and a consumer within 60 ms more; a new owner
-   reads from the end of the log; the record timestamp is the sender's wall clock (CreateTime).
+   reads from the group's committed position (the owner's consumer commits its position every
+   second, accepted only from the member the coordinator assigns the partition to, outside a
+   rebalance), else from the end of the log; the record timestamp is the sender's wall clock
+   (CreateTime).
 6. A paused member does not act: leadership is checked only for running members, and a
    member's first query after a pause may come before anything else it does (see above).
 7. Leadership is asked right before acting (``neli``'s "When leadership ends"); the checks

@@ -12,7 +12,8 @@ clocks. Around the members the simulation models, in integer milliseconds of *tr
   lost (librdkafka's client-side check), at most ``lost_lag_ms`` late;
 * the **NELI topic**: heartbeats (publish timestamp = the sender's wall clock, CreateTime) are
   appended after a random delay and fetched, in order, by the member the consumer assigns the
-  partition to, after that member's fetch delay; a new owner reads from the end of the log;
+  partition to, after that member's fetch delay; a new owner reads from the position the group
+  last committed (each owner commits every second), else from the end of the log;
 * **clocks**: each member's wall clock is off true time by at most e/2 (so any two differ by at
   most e), optionally stepped; its monotonic clock runs at true rate except, optionally, not at
   all during a pause (a "frozen" monotonic clock, as in some VM pauses);
@@ -38,6 +39,8 @@ from neli import Heartbeat, Mode, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
 
 WALL_EPOCH = 1_700_000_000.0
+#: The NELI consumer's auto-commit interval (``auto.commit.interval.ms``).
+_COMMIT_MS = 1000
 MONO_BASE = 1000.0
 
 TrackerFactory = Callable[[NeliConfig, str], LeadershipTracker]
@@ -178,6 +181,7 @@ class _Proc:
         self.lost_lag = sim.rng.randint(0, sc.lost_lag_ms)
         self.next_hb = self.mono_ms(now)
         self.next_pulse = self.mono_ms(now)
+        self.next_commit = self.mono_ms(now) + _COMMIT_MS
         self.inbox: list[_Msg] = []
         self.counter = 0
         self.tracker.tick(self.mono(now))
@@ -222,6 +226,8 @@ class Simulation:
         self.procs: dict[int, _Proc] = {}
         self.incarnations = [0] * scenario.members
         self.log: list[list[_Record]] = [[] for _ in range(scenario.partitions)]
+        #: The group's committed position per partition (an index into its log).
+        self.committed: list[int | None] = [None] * scenario.partitions
         self.cut: dict[tuple[str, int], int] = {}  # (kind, slot) -> until
         self.stalled_until = -1  # the coordinator answers nobody until then
         self.coord = _Coordinator(self)
@@ -405,23 +411,44 @@ class Simulation:
                     tracker.observe(p, rec.hb, rec.publish_wall, mono)
                     pos += 1
                 proc.positions[p] = pos
+        if mono_ms >= proc.next_commit:
+            proc.next_commit = mono_ms + _COMMIT_MS
+            self._commit(proc)
         # The pulse task.
         if mono_ms >= proc.next_pulse:
             proc.next_pulse = mono_ms + sc.pulse_ms
             self._pulse(proc)
         tracker.evaluate(mono, proc.wall(now))
 
+    def _commit(self, proc: _Proc) -> None:
+        """Auto-commit: accepted only from the member the coordinator assigns the partition
+        to, outside a rebalance, over a working coordinator link."""
+        coord = self.coord
+        if (
+            self.now < self.stalled_until
+            or self.is_cut("cut_coord", proc.slot)
+            or coord.rebalancing
+            or not proc.running(self.now)
+        ):
+            return
+        for p in proc.assignment:
+            if coord.owner.get(p) == proc.member_id:
+                self.committed[p] = proc.positions.get(p, 0)
+
     def _pulse(self, proc: _Proc) -> None:
         now, tracker = self.now, proc.tracker
         mono, wall = proc.mono(now), proc.wall(now)
         led = tuple(sorted(tracker.led(mono, wall)))
         if self.scenario.variant is Variant.FULL:
-            targets = [(p, 0) for p in range(self.scenario.partitions)]
+            targets = [(p, 0, None) for p in range(self.scenario.partitions)]
         else:
-            targets = [(p, tracker.incarnation(p) or 0) for p in sorted(tracker.assigned())]
+            targets = [
+                (p, tracker.incarnation(p) or 0, tracker.since(p))
+                for p in sorted(tracker.assigned())
+            ]
         if self.is_cut("cut_produce", proc.slot):
             return
-        for p, inc in targets:
+        for p, inc, since in targets:
             proc.counter += 1
             hb = Heartbeat(
                 group="sim",
@@ -432,6 +459,7 @@ class Simulation:
                 sent_mono=mono,
                 sent_wall=wall,
                 led=led,
+                since=since,
             )
             at = now + self.rng.randint(1, self.scenario.produce_delay_ms)
             rec = _Record(at, hb, int(wall * 1000) / 1000)  # CreateTime has ms resolution
@@ -444,6 +472,9 @@ class Simulation:
             for other in self.procs.values():
                 if other.positions.get(p, 0) > i:
                     other.positions[p] += 1
+            committed = self.committed[p]
+            if committed is not None and committed > i:
+                self.committed[p] = committed + 1
 
     def _member_msg(self, proc: _Proc, msg: _Msg) -> None:
         exclusive = self.scenario.mode is Mode.EXCLUSIVE
@@ -469,14 +500,17 @@ class Simulation:
             if gone:
                 proc.tracker.revoke(sorted(gone), "rebalance", release=not exclusive)
             added = new - proc.assignment
-            for p in added:  # a new owner reads from the end of the log as it is now
+            for p in added:  # from the committed position, else the end of the log as it is now
                 log = self.log[p]
                 pos = len(log)
                 while pos > 0 and log[pos - 1].append_at > self.now:
                     pos -= 1
-                proc.positions[p] = pos
+                committed = self.committed[p]
+                proc.positions[p] = pos if committed is None else min(committed, pos)
             proc.assignment = new
-            proc.tracker.assign(sorted(new), mono)  # librdkafka passes the incremental set;
+            proc.tracker.assign(
+                sorted(new), mono, proc.wall(self.now)
+            )  # librdkafka passes the incremental set;
             # the tracker ignores partitions it already holds, so the full set is equivalent.
             if gone and self.scenario.cooperative:
                 self._rejoin(proc)

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from neli import NeliConfig
 from neli._tracker import LeadershipTracker, Transition
 from tests.sim.groupsim import (
     Event,
@@ -68,13 +69,25 @@ def test_members_do_lead(scenario: Scenario) -> None:
 class NoGraceTracker(LeadershipTracker):
     """A wrong rule: a new assignment may lead at once (no grace period)."""
 
-    def assign(self, partitions: Iterable[int], now_mono: float) -> None:
+    def assign(
+        self, partitions: Iterable[int], now_mono: float, now_wall: float | None = None
+    ) -> None:
         """Assign, then backdate new slots so that their grace period is already over."""
         before = set(self._slots)
-        super().assign(partitions, now_mono)
+        super().assign(partitions, now_mono, now_wall)
         for p, slot in self._slots.items():
             if p not in before:
                 slot.assigned_mono = now_mono - self._t
+
+
+class HastyGraceTracker(LeadershipTracker):
+    """A wrong rule: the fast variant's grace period ends on the previous holder's last
+    heartbeat however recent it is (the evidence without its T + e bound)."""
+
+    def __init__(self, config: NeliConfig, member_id: str) -> None:
+        """A tracker whose evidence threshold T + e is zero."""
+        super().__init__(config, member_id)
+        self._e = -self._t
 
 
 class NoReleaseTracker(LeadershipTracker):
@@ -92,6 +105,7 @@ class NoReleaseTracker(LeadershipTracker):
     ("name", "factory"),
     [
         ("relay-default", NoGraceTracker),
+        ("relay-default", HastyGraceTracker),
         ("full-exclusive-lib", NoGraceTracker),
         ("publishers-default", NoReleaseTracker),
         ("publishers-eager", NoReleaseTracker),

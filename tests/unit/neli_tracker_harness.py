@@ -107,7 +107,7 @@ class Member:
 
     def assign(self, *partitions: int) -> None:
         """The group assigns ``partitions`` now."""
-        self.tracker.assign(partitions, self.mono)
+        self.tracker.assign(partitions, self.mono, self.wall)
 
     def revoke(
         self, *partitions: int, reason: str = "rebalance", release: bool = False
@@ -125,6 +125,7 @@ class Member:
         age: float = 0.0,
         led: tuple[int, ...] = (),
         meta: dict[str, str] | None = None,
+        since: float | None = None,
     ) -> Heartbeat:
         """A heartbeat sent ``age`` seconds ago; by default one that qualifies for this variant.
 
@@ -146,6 +147,7 @@ class Member:
             sent_wall=self.wall - age,
             led=led,
             meta=meta or {},
+            since=since,
         )
 
     def observe(self, partition: int, hb: Heartbeat, *, publish_wall: float | None = None) -> None:

@@ -38,6 +38,15 @@ def test_round_trip_keeps_every_field() -> None:
     assert Heartbeat.decode(HB.encode()) == HB
 
 
+def test_round_trip_keeps_a_terms_start() -> None:
+    """A fast-variant heartbeat's ``since`` survives the round trip; it is absent otherwise."""
+    hb = dataclasses.replace(HB, since=1_699_999_990.5)
+    assert Heartbeat.decode(hb.encode()) == hb
+    assert json.loads(hb.encode())["s"] == 1_699_999_990.5
+    assert "s" not in json.loads(HB.encode())
+    assert Heartbeat.decode(HB.encode()).since is None
+
+
 def test_round_trip_without_led_and_meta() -> None:
     """A heartbeat with no led partitions and no meta round-trips to empty led and meta."""
     hb = Heartbeat(

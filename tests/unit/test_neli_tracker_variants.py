@@ -251,6 +251,71 @@ def test_fast_exclusive_grace_period_after_assignment() -> None:
     assert m.why_not(P) == "grace period"  # a new assignment (incarnation) waits again
 
 
+def test_fast_exclusive_grace_ends_once_the_previous_holder_is_silent_for_t_plus_e() -> None:
+    """The previous holder's last heartbeat, read before our own returned, sent over T + e ago
+    and naming the partition: it no longer leads, so the grace period ends at once."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    e = m.config.clock_skew_ms / 1000
+    m.assign(P)
+    m.beat(P, member_id=OTHER, incarnation=7, age=T + e + EPS, led=(P,), since=m.wall - 60)
+    assert m.why_not(P) == "no heartbeat yet"  # our own has not come back: nothing read yet
+    m.beat(P)
+    assert m.leads(P), m.why_not(P)
+    assert m.tracker.in_grace(m.mono, m.wall) == frozenset()
+    assert [t.kind for t in m.evaluate()] == [EventKind.ACQUIRED]
+
+
+@pytest.mark.parametrize(
+    ("age", "led", "why"),
+    [
+        (T + 0.1, (P,), "sent less than T + e ago"),
+        (T + 1.0, (), "did not name the partition (it may not be the holder)"),
+    ],
+)
+def test_fast_exclusive_grace_runs_in_full_without_the_evidence(
+    age: float, led: tuple[int, ...], why: str
+) -> None:
+    """No early end when the previous holder was heard recently, or did not claim it."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.assign(P)
+    m.beat(P, member_id=OTHER, incarnation=7, age=age, led=led, since=m.wall - 60)
+    m.beat(P)
+    assert m.why_not(P) == "grace period", why
+    m.advance(T, beat=P)
+    assert m.leads(P)
+
+
+def test_fast_exclusive_grace_needs_the_evidence_before_our_own_heartbeat() -> None:
+    """A heartbeat of the previous holder read after our own came back landed after ours: it
+    says nothing about what came before, and does not end the grace period either way."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.assign(P)
+    m.beat(P)
+    m.beat(P, member_id=OTHER, incarnation=7, age=T + 1.0, led=(P,), since=m.wall - 60)
+    assert m.why_not(P) == "grace period"
+
+
+def test_fast_exclusive_a_later_term_of_another_member_ends_ours() -> None:
+    """Another member's heartbeat on our partition whose term began after ours: the partition
+    was taken from us (we are the zombie); we stop leading it for good."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.lead(P)
+    m.beat(P, member_id=OTHER, incarnation=3, led=(), since=m.wall - 0.05)  # ours began T ago
+    assert m.why_not(P) == f"taken over by {OTHER}"
+    assert [t.kind for t in m.evaluate()] == [EventKind.FENCED]
+    m.advance(T, beat=P)  # our own heartbeats keep returning: no resumption
+    assert not m.leads(P)
+    assert m.evaluate() == []
+
+
+def test_fast_exclusive_an_earlier_term_of_another_member_does_not_end_ours() -> None:
+    """A zombie's heartbeat (its term began before ours) on our partition changes nothing."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.lead(P)
+    m.beat(P, member_id=OTHER, incarnation=3, led=(P,), since=m.wall - 60)
+    assert m.leads(P)
+
+
 def test_incarnation_is_per_assignment() -> None:
     """Each new assignment of a partition gets a new incarnation; unassigned has none."""
     m = Member(Variant.FAST, Mode.EXCLUSIVE)
