@@ -314,6 +314,21 @@ class Neli:
                 self._loop.call_soon_threadsafe(self._sender.pulse)
         return ended
 
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """Fast variant, exclusive mode: seconds since the previous holder of ``partition``
+        (assigned to this member) sent its last heartbeat, or ``None`` if that is not known.
+
+        Known once this member's own first heartbeat on the partition has come back, if the
+        latest heartbeat of another member of the group read there before it named the
+        partition as led (the evidence that ends a grace period early: see ``neli._tracker``).
+        The previous holder stopped leading at most T after that heartbeat was sent, so
+        anything it produced while leading was produced no later; an application whose output
+        expires after a known time can tell when all of it has landed or expired. Measured
+        against the heartbeat's timestamp, so good to within the clock skew e.
+        """
+        with self._lock:
+            return self._tracker.previous_holder_silent(partition, self._clock.wall())
+
     def recovering(self) -> bool:
         """Exclusive mode: whether a stall holds this member off leading anything now.
 

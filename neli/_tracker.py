@@ -345,6 +345,16 @@ class LeadershipTracker:
 
     # -- queries ------------------------------------------------------------------------------
 
+    def previous_holder_silent(self, partition: int, now_wall: float) -> float | None:
+        """Fast, exclusive: how long ago (wall clock) the previous holder of an assigned
+        ``partition`` sent its last heartbeat, by the evidence of the module docstring: read on
+        the partition before this member's own first heartbeat returned, naming the partition
+        as led. ``None`` while that is not known (no such heartbeat, or ours not back yet)."""
+        slot = self._slots.get(partition)
+        if slot is None or slot.fresh is None or not slot.prior_named or slot.prior_wall is None:
+            return None
+        return now_wall - slot.prior_wall
+
     def since(self, partition: int) -> float | None:
         """Wall time at which ``partition`` was assigned (fast-variant heartbeats)."""
         slot = self._slots.get(partition)

@@ -79,6 +79,8 @@ class FakeNeli:
         self.grace_ended: list[int] = []
         #: What :meth:`recovering` answers (set by the test to act out a stall).
         self.stalled = False
+        #: What :meth:`previous_holder_silent_s` answers per partition (set by the test).
+        self.silent: dict[int, float] = {}
 
     # -- the Neli surface ---------------------------------------------------------------------
 
@@ -122,6 +124,10 @@ class FakeNeli:
     def recovering(self) -> bool:
         """Whether a stall holds the fake off (:attr:`stalled`, set by the test)."""
         return self.stalled
+
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """What the test put in :attr:`silent` for ``partition`` (else unknown)."""
+        return self.silent.get(partition)
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""

@@ -50,7 +50,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.dedupe.standby import CHECKPOINT, PROBE, RELEASE, TAKEOVER, TICK
+from pricing_ha.dedupe.standby import CHECKPOINT, HANDOVER, PROBE, RELEASE, TAKEOVER, TICK
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
@@ -337,8 +337,10 @@ class RelayOutput:
         partition: int,
         kind: bytes,
         value: bytes,
+        *extra: tuple[str, HeaderValue],
     ) -> None:
-        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick)."""
+        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick, a
+        hand-over announcement)."""
         producer.produce(
             self._cfg.topics.prices,
             key=None,
@@ -348,9 +350,17 @@ class RelayOutput:
                 (CONTROL_HEADER, kind),
                 ("relay", self._member.encode()),
                 ("relay_ns", str(time.time_ns()).encode()),
+                *extra,
             ],
             on_delivery=self._on_delivery,
         )
+
+    def announce(self, partition: int, term: int) -> None:
+        """Announce a hand-over of ``term`` on ``prices[partition]`` (without fencing; see
+        :mod:`pricing_ha.dedupe.standby`); not waited for. Through the producer that emits
+        there, so it lands after everything this member emitted there."""
+        self._control(self.producer, partition, HANDOVER, b"", ("term", str(term).encode()))
+        self.producer.poll(0)
 
     def tick(self, partition: int) -> None:
         """Append a tick (see :mod:`pricing_ha.dedupe.standby`) to ``prices[partition]``; not

@@ -90,6 +90,9 @@ class LeadershipSource(Protocol):
     def recovering(self) -> bool:
         """Whether a stall holds this member off leading anything now."""
 
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """Seconds since the previous holder's last heartbeat on ``partition``, if known."""
+
 
 def relay_group_id(group: str) -> str:
     """The NELI consumer group of relay group ``group`` (``pricing.relay`` by default)."""
@@ -184,6 +187,13 @@ class RelayWorker(PartitionWorker):
         self._neli = neli
         self.stats = stats
         self._window_s = cfg.relay.reorder_window_ms / 1000
+        # From a previous holder's last heartbeat until all it produced while it led has landed
+        # or expired: T (it led at most that long after it), e (the heartbeat's timestamp is
+        # its clock), S (its output's message.timeout.ms). See _unclean_wait.
+        relay = cfg.relay
+        self._output_expired_s = (
+            relay.threshold_ms + relay.clock_skew_ms + max(500, relay.session_timeout_ms)
+        ) / 1000
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._out = RelayOutput(
             cfg,
@@ -213,9 +223,14 @@ class RelayWorker(PartitionWorker):
         self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
         self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
         self._probe_at: dict[int, int] = {}  # and its offset (kept as long as _probe_acked)
+        # partition -> where the tail was when this member first saw it in its grace period
+        # (a probe's stand-in, for a member that could not probe: held off by a stall, or
+        # its grace period ended on NELI's evidence before it could)
+        self._asked_at: dict[int, int] = {}
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
         self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
+        self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
@@ -245,15 +260,24 @@ class RelayWorker(PartitionWorker):
         Led (NELI says so now), or being handed over: revoked by a planned rebalance, no
         successor has asked for the partition yet (a probe or takeover marker on ``prices``
         after this member's own takeover marker), and the hand-over bound has not passed.
+        A partition being handed over follows the hand-over's rule even once NELI leads it
+        again (given back): the term this member emits under is the one from before the
+        revocation, and somebody else may have taken one since (:meth:`_tend_handovers`).
         """
-        if self._neli.leads(partition):
-            return True
         until = self._handover.get(partition)
-        if until is None or time.monotonic() >= until:
+        if until is None:
+            return self._neli.leads(partition)
+        if time.monotonic() >= until:
             return False
         term = self._terms.get(partition)
-        return term is not None and self.standby.unrequested_within(
-            partition, term, _HANDOVER_FRESH_S, self._out.read_as_of
+        return (
+            term is not None
+            # Without fencing, only once the tail has read this member's announcement back: a
+            # successor's marker below it is then seen, and one above it finds it (and waits).
+            and (self._out.fencing or self.standby.announced(partition, term))
+            and self.standby.unrequested_within(
+                partition, term, _HANDOVER_FRESH_S, self._out.read_as_of
+            )
         )
 
     def hand_over(self, partition: int) -> bool:
@@ -268,9 +292,12 @@ class RelayWorker(PartitionWorker):
         (:meth:`assign_many`), so no record of this member can land after the point it
         starts from. A member that is stopping waits for its hand-overs before it closes.
         """
-        if partition not in self._terms:
+        term = self._terms.get(partition)
+        if term is None:
             return False
         self._handover[partition] = time.monotonic() + self.handover_s
+        if not self._out.fencing:
+            self._out.announce(partition, term)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
 
@@ -318,33 +345,16 @@ class RelayWorker(PartitionWorker):
                 )
         partitions = [p for p in partitions if p not in deferred]
         snaps = self._mark_ends(partitions, deferred)
-        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
-        for p, snap in snaps.items():
-            if not snap.clean and not self._out.fencing and snap.term > probed.get(p, snap.term):
-                # Another member started a term after our probe: one of us may be a zombie
-                # (its loss not yet noticed), and the other's term may have begun on a clean
-                # release that our probe did not count. Do not start a second term beside it:
-                # end ours before it began (our marker stops a member handing over, nothing
-                # more), wait a grace period and look again. Found by the relay simulation.
-                deferred[p] = self._end_unbegun(
-                    p,
-                    snap,
-                    "another member started a term after this member asked for the partition",
-                    retry_after_s=self._cfg.relay.threshold_ms / 1000,
-                )
+        self._defer_late_terms(partitions, snaps, deferred)
         taken: list[int] = []
-        asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
-        unclean = [
-            p
+        waits = {
+            p: wait
             for p, snap in snaps.items()
-            if not snap.clean
             # Fenced: the previous owner's producer can no longer append, nothing to wait for.
-            and not self._out.fencing
-            and p not in self._waived
-            and p not in deferred
-            # A probe acknowledged long enough ago already made any old owner stop.
-            and self._probe_acked.get(p, asked) >= asked
-        ]
+            if not snap.clean and not self._out.fencing and p not in self._waived
+            if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
+        }
+        unclean = sorted(waits)
         now = time.monotonic()
         probe_age = {
             p: round(now - self._probe_acked.pop(p), 2)
@@ -356,13 +366,15 @@ class RelayWorker(PartitionWorker):
             # seeing our marker, then releases. Wait for that, then mark the end again.
             marks = {p: snaps[p].offset for p in unclean}
             log.info(
-                "partitions %s not released: waiting up to %.1f s for a previous owner still "
-                "handing over (probes acknowledged %s s ago)",
+                "partitions %s not released: waiting up to %s s for a previous owner still "
+                "handing over, or for its output to land or expire (probes acknowledged %s s "
+                "ago)",
                 unclean,
-                _HANDOVER_FRESH_S + 0.2,
+                {p: round(w, 2) for p, w in waits.items()},
                 {p: probe_age.get(p) for p in unclean},
             )
-            self.standby.wait_clean(marks, _HANDOVER_FRESH_S + 0.2)
+            self._read_ahead([p for p in unclean if p in self.wanted])
+            self.standby.wait_clean(marks, max(waits.values()))
             snaps.update(self._mark_ends(unclean, deferred))
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:
@@ -403,6 +415,60 @@ class RelayWorker(PartitionWorker):
         if taken:
             self._start_reading(taken)
         return deferred
+
+    def _defer_late_terms(
+        self,
+        partitions: list[int],
+        snaps: dict[int, Snapshot],
+        deferred: dict[int, TakeoverDeferredError],
+    ) -> None:
+        """Defer the takeovers whose marker finds a term another member began after this
+        member asked for the partition (its probe, or where its tail was when it first saw
+        the partition in its grace period). Without fencing only.
+
+        One of the two may be a zombie (its loss not yet noticed), and the other's term may
+        have begun on a clean release that this member's probe did not count. Do not start a
+        second term beside it: end ours before it began (our marker stops a member handing
+        over, nothing more), wait a grace period and look again. Found by the relay simulation
+        (twice: once with a probe, once for a member a stall had kept from probing).
+        """
+        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
+        for p in partitions:
+            seen = self._asked_at.pop(p, None)
+            if seen is not None:
+                probed[p] = min(probed.get(p, seen), seen)
+        for p, snap in snaps.items():
+            if not snap.clean and not self._out.fencing and snap.term > probed.get(p, snap.term):
+                deferred[p] = self._end_unbegun(
+                    p,
+                    snap,
+                    "another member started a term after this member asked for the partition",
+                    retry_after_s=self._cfg.relay.threshold_ms / 1000,
+                )
+
+    def _unclean_wait(self, partition: int, snap: Snapshot) -> float:
+        """How long a takeover whose marker found ``partition`` not released waits for the
+        release before it marks the end again (0: not at all). Without fencing only.
+
+        * The latest term's owner announced a hand-over below the marker, or nothing is known
+          of when it last led: it may be handing over, and stops within ``_HANDOVER_FRESH_S``
+          of seeing the marker. Wait that long (plus margin) after this member's probe, unless
+          the probe was acknowledged longer ago than that (it stopped then).
+        * No announcement below the marker: the owner will not emit on k again (its tail reads
+          the marker before its own announcement, and it emits in a hand-over only once it
+          has read that back). What it produced while it still led may be in flight. It led
+          at most T after its last heartbeat, which NELI says was sent ``silent`` ago (within
+          e), and its output expires S after it was produced (``message.timeout.ms``): wait
+          until T + e + S have passed since that heartbeat. After a crash that is under a
+          second after the takeover's marker, instead of a whole grace period.
+        """
+        asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
+        wait = _HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
+        if not snap.handing_over:
+            silent = self._neli.previous_holder_silent_s(partition)
+            if silent is not None:
+                wait = max(0.0, self._output_expired_s - silent)
+        return wait
 
     def _end_unbegun(
         self, partition: int, snap: Snapshot, why: str, retry_after_s: float
@@ -537,10 +603,12 @@ class RelayWorker(PartitionWorker):
                 self._checkpointed[partition] = last_data
 
     def _tend_handovers(self, grace: frozenset[int]) -> None:
+        for partition in list(self._given_back):
+            if partition not in self._handover or partition not in self.wanted:
+                del self._given_back[partition]
         for partition in list(self._handover):
             if partition in self.wanted:
-                del self._handover[partition]  # given back to this member: it goes on
-                self._ticked.pop(partition, None)
+                self._tend_given_back(partition)
             elif partition in grace and self._may_emit(partition):
                 # Given back while still handing it over: nobody else has emitted since this
                 # member's own term, so there is nobody to wait for.
@@ -555,6 +623,37 @@ class RelayWorker(PartitionWorker):
                 # member's to read back, so it would stay "stale" until the end of the
                 # hand-over (the fault drill, again): a tick gives it something.
                 self._tick(partition)
+
+    def _tend_given_back(self, partition: int) -> None:
+        """A partition being handed over that NELI gave back to this member (an eager
+        rebalance that left it here, or a later one).
+
+        It goes on under its term, without a takeover, if nobody else began one since: the
+        standby tail has read everything appended up to a moment after the partition came
+        back, with no probe or takeover marker of another member after this member's term.
+        Anyone who led the partition meanwhile wrote its marker while it led, which was before
+        NELI gave the partition back. If somebody did, the partition is dropped and taken up
+        afresh (a takeover: new marks, and the wait for its output in :meth:`assign_many`).
+        Until the tail has read that far (a tick gives it something to read back), the
+        hand-over's rule goes on deciding whether it may emit.
+        """
+        now = time.monotonic()
+        since = self._given_back.setdefault(partition, now)
+        term = self._terms.get(partition)
+        if term is not None and self.standby.unrequested_within(
+            partition, term, now - since, self._out.read_as_of
+        ):
+            del self._handover[partition]  # it goes on, led by NELI again
+            del self._given_back[partition]
+            self._ticked.pop(partition, None)
+        elif term is None or self.standby.requested_after(partition, term):
+            del self._given_back[partition]
+            log.info(
+                "partition %d came back after another member's term: taken up afresh", partition
+            )
+            self.drop(partition)
+        else:
+            self._tick(partition)
 
     def _tick(self, partition: int) -> None:
         now = time.monotonic()
@@ -577,6 +676,15 @@ class RelayWorker(PartitionWorker):
         for partition in list(self._probes):
             if partition not in grace:
                 del self._probes[partition]
+        for partition in grace - set(self._terms):
+            self._asked_at.setdefault(partition, self.standby.position(partition))
+        for partition in list(self._asked_at):
+            if (
+                partition not in grace
+                and partition not in self.wanted
+                and not self._neli.leads(partition)
+            ):
+                del self._asked_at[partition]
         for partition in list(self._probe_acked):
             # Kept while led: NELI ends the grace period before its ACQUIRED event reaches
             # this thread as an assign, and the takeover needs the probe's age (without it,

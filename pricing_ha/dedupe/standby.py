@@ -18,6 +18,12 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
+* ``handover``: the owner of term t (header ``term``) has been revoked by a planned rebalance
+  and is handing k over: it emits on k until a successor asks, but only once its own tail has
+  read this record back. A successor that finds no announcement of the latest term below
+  its takeover marker knows that owner will not emit on k again (it sees the marker first),
+  so it need not wait for a release (without fencing, it still waits until whatever that owner
+  produced while it led has landed or expired: see ``RelayWorker.assign_many``).
 * ``tick``: written by an owner handing k over that may not emit because its tail has not
   seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
   back has seen everything appended before it, a successor's request included. It means
@@ -64,7 +70,15 @@ from confluent_kafka import (
 from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 
-__all__ = ["CHECKPOINT", "TICK", "PartitionView", "Snapshot", "StandbyTail", "control_kind"]
+__all__ = [
+    "CHECKPOINT",
+    "HANDOVER",
+    "TICK",
+    "PartitionView",
+    "Snapshot",
+    "StandbyTail",
+    "control_kind",
+]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -73,6 +87,7 @@ RELEASE = b"release"
 PROBE = b"probe"
 CHECKPOINT = b"checkpoint"
 TICK = b"tick"
+HANDOVER = b"handover"
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
 _SEARCH_FIRST = 2_048  # records read back from the end to find the latest checkpoint ...
 _SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
@@ -99,12 +114,14 @@ class Snapshot:
         clean: the partition was cleanly released below ``offset`` (see the module docstring),
             or never had an owner.
         term: the offset of the last takeover marker below ``offset`` (-1: none).
+        handing_over: the owner of that term announced a hand-over below ``offset``.
     """
 
     offset: int
     high: dict[str, int]
     clean: bool
     term: int = -1
+    handing_over: bool = False
 
 
 @dataclass(slots=True)
@@ -117,6 +134,7 @@ class PartitionView:
     term: int = -1  # offset of the last takeover marker
     released_term: int = -1  # the term named by the last release marker
     released_at: int = -1  # offset of the last release marker
+    handover_term: int = -1  # the term named by the last hand-over announcement
     # member token -> offset of its last probe or takeover, from the last takeover on (what
     # a reader needs to know whether *another* member asked since its own term; the same
     # whoever reads it, so that a checkpoint is valid for every reader)
@@ -130,6 +148,11 @@ class PartitionView:
         if self.term < 0 and self.last_data < 0:
             return True  # never owned
         return self.released_term == self.term and self.released_at > self.last_data
+
+    @property
+    def handing_over(self) -> bool:
+        """The owner of the latest term announced that it is handing the partition over."""
+        return self.term >= 0 and self.handover_term == self.term
 
     def requested_after(self, offset: int, me: str) -> bool:
         """Whether a member other than token ``me`` asked for the partition after ``offset``
@@ -148,6 +171,7 @@ class PartitionView:
                 "term": self.term,
                 "released_term": self.released_term,
                 "released_at": self.released_at,
+                "handover_term": self.handover_term,
                 "requests": self.requests,
             }
         )
@@ -165,6 +189,7 @@ class PartitionView:
                 term=_int(doc["term"]),
                 released_term=_int(doc["released_term"]),
                 released_at=_int(doc["released_at"]),
+                handover_term=_int(doc.get("handover_term", -1)),
                 requests={str(k): _int(v) for k, v in doc["requests"].items()},
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError):
@@ -421,7 +446,9 @@ class StandbyTail:
         marker = values.get("marker", b"")
         if marker.startswith(self._token):
             captures = self._captures[partition]
-            captures[offset] = Snapshot(offset, dict(view.high), view.clean, view.term)
+            captures[offset] = Snapshot(
+                offset, dict(view.high), view.clean, view.term, view.handing_over
+            )
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
         if kind == TAKEOVER:
@@ -429,6 +456,9 @@ class StandbyTail:
             view.requests.clear()
         if kind in (TAKEOVER, PROBE):
             view.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
+        elif kind == HANDOVER:
+            term = values.get("term", b"")
+            view.handover_term = int(term) if term.isdigit() else -2
         elif kind == RELEASE and values.get("before") != b"unclean":
             # (A release saying it found the partition unclean ends a term that never began:
             # an earlier owner may still be emitting, so the partition stays unreleased.)
@@ -455,6 +485,18 @@ class StandbyTail:
                 if self.views[partition].position > offset:
                     return None  # passed without recognising it: not ours
                 self._changed.wait(min(left, 0.05))
+
+    def position(self, partition: int) -> int:
+        """The next offset the tail will read on ``partition``."""
+        with self._changed:
+            return self.views[partition].position
+
+    def announced(self, partition: int, term: int) -> bool:
+        """Whether the tail has read the hand-over announcement of ``term`` on ``partition``
+        (and no other owner's term has begun since)."""
+        with self._changed:
+            view = self.views[partition]
+            return view.term == term and view.handover_term == term
 
     def clean_after(self, partition: int, offset: int) -> bool:
         """Whether the tail has read past ``offset`` and finds ``partition`` cleanly released."""

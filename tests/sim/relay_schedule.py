@@ -270,6 +270,7 @@ def build(
         verbose=verbose,
     )
     clock.world = world
+    world.evidence_rng = random.Random(f"{seed}-evidence")  # (the seed's other draws unchanged)
     for topic in (world.raw, world.prices, cfg.topics.raw_dlq):
         world.topic(topic)
     workers: dict[str, RelayWorker] = {}

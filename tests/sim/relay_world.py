@@ -40,7 +40,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-MESSAGE_TIMEOUT_S = 3.0  # the relay producer's message.timeout.ms (RelayConfig's S)
+from pricing_ha.config import RelayConfig
+
+#: The relay producer's message.timeout.ms: RelayConfig's S (what the relay's waits rely on).
+MESSAGE_TIMEOUT_S = RelayConfig().session_timeout_ms / 1000
+#: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
+SKEW_S = RelayConfig().clock_skew_ms / 1000
 
 
 class SimTime:
@@ -409,6 +414,16 @@ class SimNeli:
         """Whether a stall holds this member off (until ``World.stalled_until``)."""
         return self._world.clock.now < self._world.stalled_until.get(self._name, 0.0)
 
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """NELI's evidence about the previous holder (see :meth:`World.move`): the longest
+        silence consistent with when it last led (its last heartbeat may have been sent up
+        to T before that), or ``None`` where the move left no evidence."""
+        w = self._world
+        ended = w.evidence.get(partition)
+        if w.owner.get(partition) != self._name or ended is None:
+            return None
+        return w.clock.now - ended + w.threshold_s
+
     def end_grace(self, partition: int) -> bool:
         """End the grace period now (the relay has proof nobody else can append)."""
         w = self._world
@@ -436,6 +451,11 @@ class World:
     committed: dict[int, int] = field(default_factory=dict)
     owner: dict[int, str | None] = field(default_factory=dict)
     grace_until: dict[int, float] = field(default_factory=dict)
+    # partition -> when its previous holder last led it, where NELI has evidence of that
+    evidence: dict[int, float] = field(default_factory=dict)
+    last_led: dict[int, float] = field(default_factory=dict)  # partition -> a holder's end
+    evidence_rng: random.Random = field(default_factory=random.Random)  # set per seed
+    evidence_share: float = 0.7  # of moves after which NELI has evidence (see move)
     acquired_sent: dict[int, bool] = field(default_factory=dict)
     stalled_until: dict[str, float] = field(default_factory=dict)  # member -> held off until
     fenced: set[tuple[str, int]] = field(default_factory=set)
@@ -566,6 +586,7 @@ class World:
         for (name, partition), until in sorted(self.zombies.items()):
             if now >= until:
                 del self.zombies[(name, partition)]
+                self.last_led[partition] = max(self.last_led.get(partition, until), until)
                 self.note(f"{name} fences itself on {partition} (zombie ends)")
                 if self.owner.get(partition) != name:
                     self._command(name, "unassign", partition)
@@ -574,6 +595,7 @@ class World:
                 owner is not None
                 and (owner, partition) not in self.fenced
                 and now >= self.grace_until.get(partition, 0.0)
+                and now >= self.stalled_until.get(owner, 0.0)  # (NELI leads nothing then)
             ):
                 self.acquired(partition)
 
@@ -581,6 +603,9 @@ class World:
         old = self.owner.get(partition)
         if old is None:
             return
+        if (old, partition) not in self.fenced:
+            ended = self.clock.now + (0.0 if planned else zombie_s)
+            self.last_led[partition] = max(self.last_led.get(partition, ended), ended)
         self.owner[partition] = None
         was_fenced = (old, partition) in self.fenced
         self.fenced.discard((old, partition))
@@ -603,7 +628,18 @@ class World:
             return
         self.zombies.pop((new, partition), None)
         self.owner[partition] = new
-        self.grace_until[partition] = self.clock.now + self.threshold_s
+        now = self.clock.now
+        self.grace_until[partition] = now + self.threshold_s
+        self.evidence.pop(partition, None)
+        ended = self.last_led.get(partition)
+        if ended is not None and self.evidence_rng.random() < self.evidence_share:
+            # NELI's evidence (its own heartbeat back, the previous holder's last one read):
+            # the grace period ends once that heartbeat is T + e old, i.e. (at the earliest,
+            # the heartbeat sent T before the holder last led) e after it last led.
+            self.evidence[partition] = ended
+            self.grace_until[partition] = min(
+                now + self.threshold_s, max(now + 0.05, ended + SKEW_S)
+            )
         self.acquired_sent[partition] = False
 
     def fence(self, name: str, partition: int) -> None:
@@ -612,6 +648,7 @@ class World:
             return
         self.note(f"{name} FENCED on {partition}")
         self.fenced.add((name, partition))
+        self.last_led[partition] = self.clock.now
         self.acquired_sent[partition] = False
         self._command(name, "unassign", partition)
 

@@ -49,6 +49,7 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.standby import StandbyTail
 from tests.sim.relay_schedule import (
+    Checker,
     Outcome,
     _turn,
     apply_step,
@@ -186,8 +187,10 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
     """The owner crashes; its successor probes during its grace period. NELI ends the grace
     period before the ACQUIRED event reaches the worker's thread, and the worker looks at its
     grace periods in between: the probe's age must survive that, or the takeover waits
-    1.2 s for a release the crashed owner never writes (seen in every demo run)."""
+    1.2 s for a release the crashed owner never writes (seen in every demo run). NELI has
+    no evidence about the previous holder here: the grace period runs in full."""
     world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    world.evidence_share = 0.0
     raw = raw_prices(0)
     b = workers["B"]
     with simulated_time(world.clock):
@@ -206,12 +209,54 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
         assert world.clock.now - start < 0.5, "the takeover waited for a release"
 
 
+@pytest.mark.parametrize(("gone_s", "waits"), [(3.0, False), (1.0, True)])
+def test_a_takeover_on_nelis_evidence_waits_only_for_the_old_owners_output(
+    gone_s: float, waits: bool
+) -> None:
+    """The owner crashes; ``gone_s`` later (S and a rebalance, or less) its successor is
+    assigned and NELI ends the grace period on evidence (the owner's last heartbeat).
+    The owner announced no hand-over, so no release is waited for; only its output, which
+    may be in flight until T + e + S after that heartbeat, is: not at all after S and a
+    rebalance, about a second when the owner was heard from 1 s before the assignment."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    world.evidence_share = 1.0
+    raw = raw_prices(0)
+    b = workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        world.move(0, None, planned=False, zombie_s=0.0)  # A crashes: it never turns again
+        world.clock.advance(gone_s)
+        world.move(0, "B", planned=False, zombie_s=0.0)
+        world.clock.advance(0.06)  # B's own heartbeat is back
+        world.pump()
+        world.tick()  # ACQUIRED
+        start = world.clock.now
+        _turn(world, b, 50)
+        assert 0 in b.active
+        waited = world.clock.now - start
+        if waits:
+            assert 0.8 < waited < 1.5, f"waited {waited:.2f} s"
+        else:
+            assert waited < 0.3, f"waited {waited:.2f} s for a release or the old output"
+        for _ in range(20):
+            apply_step(world, workers, ("publish", 0, 1), raw)
+            apply_step(world, workers, ("advance", 0.05), raw)
+            world.pump()
+            _turn(world, b, 50)
+        assert b.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations
+
+
 def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
     """The successor reads ``prices.raw[k]`` ahead while its grace period runs, emitting
     nothing; the turn that takes the partition up emits at once from what it read, without
     asking for the committed offset and waiting for a first fetch (0.27 s median, 2.4 s at
-    worst per takeover in the takeover benchmark before this)."""
+    worst per takeover in the takeover benchmark before this). No evidence from NELI: the
+    grace period runs in full."""
     world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    world.evidence_share = 0.0
     raw = raw_prices(0)
     b = workers["B"]
     b.read_ahead.max_kept = 20_000

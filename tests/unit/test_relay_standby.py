@@ -5,13 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from pricing_ha.dedupe.standby import (
     CHECKPOINT,
+    HANDOVER,
     PROBE,
     RELEASE,
     TAKEOVER,
+    PartitionView,
     StandbyTail,
     control_kind,
 )
@@ -124,6 +127,63 @@ def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:
     assert tail.views[0].high == {"EURUSD": 4, "USDJPY": 7}  # the tail goes on
     assert tail.views[1].high == {"GBPUSD": 9}
     assert [tp.partition for tp in log.assigned] == [0, 1]
+
+
+def test_a_hand_over_announcement_counts_for_the_latest_term_only() -> None:
+    """A successor's marker finds the latest term's owner handing over only if that owner
+    announced it for that very term below the marker; a later term (another member's
+    takeover) makes an earlier announcement irrelevant."""
+    log = Log(2)
+    term = log.control(0, TAKEOVER, "r2/xyz:1")
+    log.price(0, "EURUSD", 1)
+    log.control(0, HANDOVER, "r2/xyz:2", term=term)
+    log.price(0, "EURUSD", 2)  # emitted while handing over
+    mine = log.control(0, TAKEOVER, f"{TOKEN}:1")
+    old = log.control(1, TAKEOVER, "r2/xyz:3")
+    log.control(1, HANDOVER, "r2/xyz:4", term=old)
+    newer = log.control(1, TAKEOVER, "r3/qqq:1")  # r3 took it: r2's announcement is old news
+    mine_1 = log.control(1, TAKEOVER, f"{TOKEN}:2")
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    snap = tail.snapshot_at(0, mine, 0)
+    assert snap is not None
+    assert snap.handing_over
+    assert not snap.clean
+    assert snap.high == {"EURUSD": 2}
+    snap_1 = tail.snapshot_at(1, mine_1, 0)
+    assert snap_1 is not None
+    assert snap_1.term == newer
+    assert not snap_1.handing_over
+    assert not tail.announced(0, term)  # our own takeover began a later term
+    assert not tail.announced(1, old)
+
+
+def test_the_owners_tail_sees_its_announcement_only_while_its_term_is_the_latest() -> None:
+    log = Log(1)
+    term = log.control(0, TAKEOVER, f"{TOKEN}:1")
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    assert not tail.announced(0, term)  # not yet written
+    log.control(0, HANDOVER, f"{TOKEN}:2", term=term)
+    read_to_end(tail, log)
+    assert tail.announced(0, term)
+    log.control(0, TAKEOVER, "r2/xyz:1")  # a successor's marker after it
+    read_to_end(tail, log)
+    assert not tail.announced(0, term)
+
+
+def test_a_checkpoint_carries_the_hand_over_announcement() -> None:
+    view = PartitionView(position=10, term=3, handover_term=3, last_data=5)
+    back = PartitionView.decode(view.encode(), 12)
+    assert back is not None
+    assert back.handover_term == 3
+    assert back.handing_over
+    older = orjson.loads(view.encode())
+    del older["handover_term"]  # written by a relay from before announcements
+    back = PartitionView.decode(orjson.dumps(older), 12)
+    assert back is not None
+    assert back.handover_term == -1
+    assert not back.handing_over
 
 
 def test_a_marker_of_another_member_is_not_captured() -> None:
