@@ -34,7 +34,13 @@ grace period T after the assignment has passed). The answer can stop being true 
   T after an assignment protects against a predecessor that has not noticed its loss yet. An
   application holding proof that no predecessor can still act (a release record the holder
   wrote after its last act, at the end of a log just read) may end it; the exclusivity
-  guarantee then rests on that proof.
+  guarantee then rests on that proof. The fast variant also ends it by itself on evidence:
+  once the member's own first heartbeat has returned, if the previous holder's last heartbeat
+  read before it was sent more than T + e ago (after a crash: about S plus the rebalance), and
+  a holder that reads a later term of another member on its partition stops leading it. Both
+  need wall clocks within e. :meth:`Neli.previous_holder_silent_s` tells an application how
+  long ago that last heartbeat was sent, e.g. to wait until output the previous holder
+  produced while it led has expired.
 """
 
 from __future__ import annotations

@@ -50,7 +50,15 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.dedupe.standby import CHECKPOINT, HANDOVER, PROBE, RELEASE, TAKEOVER, TICK
+from pricing_ha.dedupe.standby import (
+    CHECKPOINT,
+    HANDOVER,
+    KEPT,
+    PROBE,
+    RELEASE,
+    TAKEOVER,
+    TICK,
+)
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
@@ -360,6 +368,12 @@ class RelayOutput:
         :mod:`pricing_ha.dedupe.standby`); not waited for. Through the producer that emits
         there, so it lands after everything this member emitted there."""
         self._control(self.producer, partition, HANDOVER, b"", ("term", str(term).encode()))
+        self.producer.poll(0)
+
+    def kept(self, partition: int, term: int) -> None:
+        """Withdraw the hand-over announcement of ``term`` on ``prices[partition]`` (given
+        back, going on under it); not waited for. Through the producer that emits there."""
+        self._control(self.producer, partition, KEPT, b"", ("term", str(term).encode()))
         self.producer.poll(0)
 
     def tick(self, partition: int) -> None:

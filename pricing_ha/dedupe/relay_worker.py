@@ -646,6 +646,10 @@ class RelayWorker(PartitionWorker):
             del self._handover[partition]  # it goes on, led by NELI again
             del self._given_back[partition]
             self._ticked.pop(partition, None)
+            if not self._out.fencing:
+                # Its announcement no longer holds: a successor after a crash must not wait
+                # for a release that only a member handing over writes.
+                self._out.kept(partition, term)
         elif term is None or self.standby.requested_after(partition, term):
             del self._given_back[partition]
             log.info(

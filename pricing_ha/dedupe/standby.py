@@ -24,6 +24,8 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
   its takeover marker knows that owner will not emit on k again (it sees the marker first),
   so it need not wait for a release (without fencing, it still waits until whatever that owner
   produced while it led has landed or expired: see ``RelayWorker.assign_many``).
+* ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
+  goes on under its term: its announcement no longer holds.
 * ``tick``: written by an owner handing k over that may not emit because its tail has not
   seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
   back has seen everything appended before it, a successor's request included. It means
@@ -73,6 +75,7 @@ from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 __all__ = [
     "CHECKPOINT",
     "HANDOVER",
+    "KEPT",
     "TICK",
     "PartitionView",
     "Snapshot",
@@ -88,6 +91,7 @@ PROBE = b"probe"
 CHECKPOINT = b"checkpoint"
 TICK = b"tick"
 HANDOVER = b"handover"
+KEPT = b"kept"
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
 _SEARCH_FIRST = 2_048  # records read back from the end to find the latest checkpoint ...
 _SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
@@ -459,6 +463,8 @@ class StandbyTail:
         elif kind == HANDOVER:
             term = values.get("term", b"")
             view.handover_term = int(term) if term.isdigit() else -2
+        elif kind == KEPT and values.get("term", b"") == str(view.handover_term).encode():
+            view.handover_term = -1
         elif kind == RELEASE and values.get("before") != b"unclean":
             # (A release saying it found the partition unclean ends a term that never began:
             # an earlier owner may still be emitting, so the partition stays unreleased.)

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from pricing_ha.dedupe.standby import (
     CHECKPOINT,
     HANDOVER,
+    KEPT,
     PROBE,
     RELEASE,
     TAKEOVER,
@@ -170,6 +171,26 @@ def test_the_owners_tail_sees_its_announcement_only_while_its_term_is_the_latest
     log.control(0, TAKEOVER, "r2/xyz:1")  # a successor's marker after it
     read_to_end(tail, log)
     assert not tail.announced(0, term)
+
+
+def test_kept_withdraws_the_announcement_of_its_term_only() -> None:
+    """An owner given the partition back while handing it over goes on under its term and
+    withdraws its announcement: a successor after a later crash must not wait for a release."""
+    log = Log(1)
+    term = log.control(0, TAKEOVER, "r2/xyz:1")
+    log.control(0, HANDOVER, "r2/xyz:2", term=term)
+    log.control(0, KEPT, "r2/xyz:3", term=term + 1000)  # another term's: ignored
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    assert tail.announced(0, term)
+    log.control(0, KEPT, "r2/xyz:4", term=term)
+    log.price(0, "EURUSD", 5)
+    mine = log.control(0, TAKEOVER, f"{TOKEN}:1")
+    read_to_end(tail, log)
+    snap = tail.snapshot_at(0, mine, 0)
+    assert snap is not None
+    assert not snap.handing_over
+    assert not tail.views[0].handing_over
 
 
 def test_a_checkpoint_carries_the_hand_over_announcement() -> None:
