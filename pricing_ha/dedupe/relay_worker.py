@@ -344,6 +344,9 @@ class RelayWorker(PartitionWorker):
                     "the standby tail is still reading the partition's history", retry_after_s=0.1
                 )
         partitions = [p for p in partitions if p not in deferred]
+        # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace
+        # period that NELI ended on evidence may have left no time for a probe and a read ahead).
+        self._read_ahead([p for p in partitions if p in self.wanted])
         snaps = self._mark_ends(partitions, deferred)
         self._defer_late_terms(partitions, snaps, deferred)
         taken: list[int] = []
@@ -373,7 +376,6 @@ class RelayWorker(PartitionWorker):
                 {p: round(w, 2) for p, w in waits.items()},
                 {p: probe_age.get(p) for p in unclean},
             )
-            self._read_ahead([p for p in unclean if p in self.wanted])
             self.standby.wait_clean(marks, max(waits.values()))
             snaps.update(self._mark_ends(unclean, deferred))
         for partition, snap in sorted(snaps.items()):
