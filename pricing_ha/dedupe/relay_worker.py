@@ -682,26 +682,20 @@ class RelayWorker(PartitionWorker):
         for partition in list(self._probes):
             if partition not in grace:
                 del self._probes[partition]
+
+        def of_interest(partition: int) -> bool:
+            return partition in grace or partition in self.wanted or self._neli.leads(partition)
+
         for partition in grace - set(self._terms):
             self._asked_at.setdefault(partition, self.standby.position(partition))
-        for partition in list(self._asked_at):
-            if (
-                partition not in grace
-                and partition not in self.wanted
-                and not self._neli.leads(partition)
-            ):
-                del self._asked_at[partition]
-        for partition in list(self._probe_acked):
-            # Kept while led: NELI ends the grace period before its ACQUIRED event reaches
-            # this thread as an assign, and the takeover needs the probe's age (without it,
-            # assign_many waits 1.2 s for a release a crashed owner never writes).
-            if (
-                partition not in grace
-                and partition not in self.wanted
-                and not self._neli.leads(partition)
-            ):
-                del self._probe_acked[partition]
-                self._probe_at.pop(partition, None)
+        for partition in [p for p in self._asked_at if not of_interest(p)]:
+            del self._asked_at[partition]
+        # Probes are kept while led: NELI ends the grace period before its ACQUIRED event
+        # reaches this thread as an assign, and the takeover needs the probe's age (without
+        # it, assign_many waits 1.2 s for a release a crashed owner never writes).
+        for partition in [p for p in self._probe_acked if not of_interest(p)]:
+            del self._probe_acked[partition]
+            self._probe_at.pop(partition, None)
         # No probe before the tail has read the partition's history, nor while a stall holds
         # this member off (S + 0.5 s after it woke): either would end a hand-over that should
         # go on until this member can take over (see assign_many). Seen in the fault drill: a
@@ -718,9 +712,7 @@ class RelayWorker(PartitionWorker):
             self._probe_acked.update(dict.fromkeys(probes, acked))
             self._probe_at.update(probes)
             self._read_ahead(todo)
-        self.read_ahead.tend(
-            lambda p: p in grace or p in self.wanted or self._neli.leads(p),
-        )
+        self.read_ahead.tend(of_interest)
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
