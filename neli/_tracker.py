@@ -97,6 +97,14 @@ class _Slot:
     prior_named: bool = False  # ... read before our own returned, and whether it named us
 
 
+def _silence(slot: _Slot, now_wall: float) -> float | None:
+    """Seconds since the previous holder's last heartbeat, by the evidence (see the module
+    docstring), or ``None`` without it."""
+    if slot.fresh is None or not slot.prior_named or slot.prior_wall is None:
+        return None
+    return now_wall - slot.prior_wall
+
+
 @dataclass(frozen=True, slots=True)
 class _Rival:
     """Another member of the group, seen claiming a partition in its heartbeats."""
@@ -227,14 +235,8 @@ class LeadershipTracker:
         if now_mono - slot.assigned_mono >= self._t:
             return False
         # Fast variant: over early on the evidence of the module docstring.
-        return not (
-            self._fast
-            and now_wall is not None
-            and slot.fresh is not None
-            and slot.prior_named
-            and slot.prior_wall is not None
-            and now_wall - slot.prior_wall >= self._t + self._e
-        )
+        silent = None if now_wall is None or not self._fast else _silence(slot, now_wall)
+        return silent is None or silent < self._t + self._e
 
     def revoke(
         self, partitions: Iterable[int], reason: str, *, release: bool = False, lost: bool = False
@@ -351,9 +353,7 @@ class LeadershipTracker:
         the partition before this member's own first heartbeat returned, naming the partition
         as led. ``None`` while that is not known (no such heartbeat, or ours not back yet)."""
         slot = self._slots.get(partition)
-        if slot is None or slot.fresh is None or not slot.prior_named or slot.prior_wall is None:
-            return None
-        return now_wall - slot.prior_wall
+        return None if slot is None else _silence(slot, now_wall)
 
     def since(self, partition: int) -> float | None:
         """Wall time at which ``partition`` was assigned (fast-variant heartbeats)."""
