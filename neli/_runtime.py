@@ -448,9 +448,12 @@ class Neli:
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._rebalancing = False
+        given = sorted(tp.partition for tp in partitions if tp.topic == self.config.topic)
+        if given:
+            log.info("neli %s assigned %s", self.config.group_id, given)
         with self._lock:
             self._tracker.assign(
-                [tp.partition for tp in partitions if tp.topic == self.config.topic],
+                given,
                 self._clock.monotonic(),
                 self._clock.wall(),
             )

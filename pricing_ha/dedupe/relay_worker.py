@@ -376,7 +376,12 @@ class RelayWorker(PartitionWorker):
                 {p: round(w, 2) for p, w in waits.items()},
                 {p: probe_age.get(p) for p in unclean},
             )
-            self.standby.wait_clean(marks, max(waits.values()))
+            # Revoked meanwhile: stop waiting (the rebalance waits for this thread).
+            self.standby.wait_clean(
+                marks,
+                max(waits.values()),
+                give_up=lambda: not any(self._neli.leads(p) for p in unclean),
+            )
             snaps.update(self._mark_ends(unclean, deferred))
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:
@@ -707,6 +712,7 @@ class RelayWorker(PartitionWorker):
             todo = []
         if todo:
             probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+            log.info("probed partitions in their grace period: %s", probes)
             self._probes.update(probes)
             acked = time.monotonic()
             self._probe_acked.update(dict.fromkeys(probes, acked))
@@ -823,6 +829,16 @@ class RelayWorker(PartitionWorker):
         self.commit_async([], now=True)
         self.consumer.close()
         self.standby.close()
+
+    def join_held(self) -> str | None:
+        """Joining the relay group waits for the standby tail to catch up (unless it failed).
+
+        A member that joined first had its partitions handed to it while it was still
+        reading their history: it deferred each takeover, the owner's hand-over ran out
+        meanwhile, and the partition went silent (the fault drill: up to 6.4 s on a loaded
+        machine, where the catching up also slowed the owner until it fenced itself).
+        """
+        return None if self.standby.error is not None else self.standby.problem()
 
     def standby_problem(self) -> str | None:
         """Why the standby is not ready, or ``None`` (readiness)."""

@@ -24,6 +24,11 @@ __all__ = ["WorkerMember", "make_neli", "serve_member"]
 
 log = logging.getLogger("pricing_ha.member")
 
+#: How long a member waits, at most, for its worker to be ready before it joins its group
+#: (:meth:`PartitionWorker.join_held`); then it joins anyway and defers what it cannot take up.
+_JOIN_WAIT_S = 30.0
+_JOIN_POLL_S = 0.05
+
 
 def make_neli(
     cfg: AppConfig,
@@ -98,7 +103,10 @@ class WorkerMember:
         if self._closing:
             raise RuntimeError("shutting down")
         if not self._started:
-            raise RuntimeError("NELI has not joined its group yet")
+            held = self.worker.join_held()
+            raise RuntimeError(
+                "NELI has not joined its group yet" + ("" if held is None else f": {held}")
+            )
         if self.worker.error is not None:
             raise RuntimeError(f"the partition worker failed: {self.worker.error!r}")
         if (problem := self.worker.output_problem()) is not None:
@@ -113,17 +121,35 @@ class WorkerMember:
         return True
 
     async def start(self) -> None:
-        """Start the worker, then join the NELI group."""
+        """Start the worker, wait until it is ready to join (at most ``_JOIN_WAIT_S``), then
+        join the NELI group."""
         loop = asyncio.get_running_loop()
         failed = self._worker_failed = asyncio.Event()
         self.worker.on_failure = lambda: loop.call_soon_threadsafe(failed.set)
         self.worker.start()
         try:
+            await self._wait_until_joinable(failed)
             await self.neli.start()
         except BaseException:
             await asyncio.to_thread(self.worker.stop)
             raise
         self._started = True
+
+    async def _wait_until_joinable(self, failed: asyncio.Event) -> None:
+        """Wait (at most ``_JOIN_WAIT_S``) until the worker no longer holds the join back."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _JOIN_WAIT_S
+        why = self.worker.join_held()
+        if why is not None:
+            log.info("joining the group once ready: %s", why)
+        while why is not None and not failed.is_set():
+            if loop.time() >= deadline:
+                log.warning(
+                    "joining the group after %.0f s, still not ready: %s", _JOIN_WAIT_S, why
+                )
+                return
+            await asyncio.sleep(_JOIN_POLL_S)
+            why = self.worker.join_held()
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; raise the error of NELI or the worker if one fails."""

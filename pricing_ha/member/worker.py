@@ -151,6 +151,15 @@ class PartitionWorker(abc.ABC):
         """
         return None
 
+    def join_held(self) -> str | None:
+        """Why this member should not join its NELI group yet, or ``None`` (default: join).
+
+        Read from the event loop while the member starts; the relay waits until its standby
+        tail has caught up, so that the rebalance its join causes moves partitions it can
+        take up at once.
+        """
+        return None
+
     def standby_problem(self) -> str | None:
         """Why this worker could not take a partition up quickly now, or ``None`` (readiness).
 

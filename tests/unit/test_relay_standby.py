@@ -260,6 +260,20 @@ def test_clean_release_needs_the_latest_terms_owner_to_release_last() -> None:
     assert not clean_before([("takeover", a), ("release", 0), ("price", 3)])
 
 
+def test_a_late_release_of_an_earlier_term_leaves_a_released_partition_released() -> None:
+    a, b = "r2/aaa", "r3/bbb"
+    # a, deposed, notices only after b released its own term: still released (b was last).
+    assert clean_before(
+        [("takeover", a), ("takeover", b), ("price", 2), ("release", 1), ("release", 0)]
+    )
+    # ... but not once a price follows (someone emits without a term).
+    assert not clean_before(
+        [("takeover", a), ("takeover", b), ("release", 1), ("release", 0), ("price", 3)]
+    )
+    # Before b released, a's release changes nothing: b may still emit.
+    assert not clean_before([("takeover", a), ("takeover", b), ("release", 0)])
+
+
 def test_readiness_waits_for_every_partition_to_reach_its_end() -> None:
     log = Log(2)
     log.price(0, "EURUSD", 1)
