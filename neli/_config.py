@@ -224,6 +224,12 @@ class NeliConfig:
         """The grace period after a new assignment (exclusive full NELI): T."""
         return self.threshold_s
 
+    @property
+    def stores_own_heartbeats(self) -> bool:
+        """Whether the committed position is the member's own latest heartbeat (fast
+        exclusive), rather than how far it has read."""
+        return self.variant is Variant.FAST and self.mode is Mode.EXCLUSIVE
+
     def consumer_settings(self) -> dict[str, str | int | bool]:
         """The librdkafka consumer configuration NELI runs with."""
         s = self.session_timeout_ms
@@ -237,9 +243,12 @@ class NeliConfig:
             # Heartbeat positions are committed so that a partition's next owner starts just
             # after where its predecessor stopped and reads the predecessor's last heartbeats
             # (which name it and carry its meta, e.g. a trace context to link a fail-over to).
+            # Fast exclusive: the position committed is that of the member's own latest
+            # heartbeat (stored by the runtime), so the next owner always reads it: the
+            # evidence that can end its grace period early (neli._tracker).
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,
-            "enable.auto.offset.store": True,
+            "enable.auto.offset.store": not self.stores_own_heartbeats,
             "auto.offset.reset": "latest",
             "enable.partition.eof": False,
             # Incremental rebalancing: a join or leave moves only the partitions that change

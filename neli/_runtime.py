@@ -85,6 +85,7 @@ class Neli:
         """Create a member; nothing connects until :meth:`start`."""
         self.config = config
         self.member_id = f"{config.member_name}/{uuid.uuid4().hex[:12]}"
+        self._store_own = config.stores_own_heartbeats
         self._clock = clock
         self._meta: list[MetaProvider] = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
@@ -445,6 +446,22 @@ class Neli:
         publish = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000.0
         with self._lock:
             self._tracker.observe(partition, hb, publish, self._clock.monotonic())
+        if self._store_own and hb.member_id == self.member_id:
+            self._store(msg, partition)
+
+    def _store(self, msg: Message, partition: int) -> None:
+        """Fast exclusive: store the offset *of* our own heartbeat for the auto-commit (not
+        the next one), so that whoever holds the partition next reads it first."""
+        assert self._consumer is not None
+        offset = msg.offset()
+        if offset is None or offset < 0:
+            return
+        try:
+            self._consumer.store_offsets(
+                offsets=[TopicPartition(self.config.topic, partition, offset)]
+            )
+        except KafkaException as exc:  # revoked meanwhile: nothing to commit there
+            log.debug("neli: offset of partition %d not stored: %s", partition, exc)
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._rebalancing = False

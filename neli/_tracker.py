@@ -34,11 +34,16 @@ When can leadership no longer be trusted?
   ago. The previous holder leads only on its own heartbeats, sent less than T ago and returned:
   those landing before ours are the ones read (a member's heartbeats land in the order sent,
   one request in flight), and those landing after ours return to it only after ours, which ends
-  its term. Its heartbeats sent after its last commit of the position all land after that
-  position; if none was read there, the evidence is missing and the grace period runs in full.
-  After a crash the previous holder's last heartbeat is about S plus the rebalance old when the
-  successor is assigned, so the grace period ends as soon as its own heartbeat returns. This
-  assumes every member of the group runs a version that stops on a later term.
+  its term. The position a fast exclusive member commits is that *of* its own latest heartbeat
+  read (not the next one), so its heartbeats from that one on all lie in what the successor
+  reads, and its earlier ones were sent before it: the latest read is the latest it sent that
+  landed before ours. (Reading from further back changes nothing: the window only has to reach
+  the committer's last heartbeat.) Without any heartbeat of another member there (nobody
+  committed, or the committer never wrote one), the evidence is missing and the grace period
+  runs in full. After a crash the previous holder's last heartbeat is about S plus the
+  rebalance old when the successor is assigned, so the grace period ends as soon as its own
+  heartbeat returns. This assumes every member of the group runs a version that stops on a
+  later term.
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, when its observations go stale
   while the partition is still assigned (the broker stopped answering) or when its session is

@@ -48,10 +48,11 @@ frozen-clock one breaks exclusivity):
    (re)joins restart that timer. Coordinator links are TCP: a cut delays messages until it
    heals, in order; a heartbeat answered "unknown member" makes the client rejoin.
 5. Heartbeat records reach the log within 60 ms and a consumer within 60 ms more; a new owner
-   reads from the group's committed position (the owner's consumer commits its position every
-   second, accepted only from the member the coordinator assigns the partition to, outside a
-   rebalance), else from the end of the log; the record timestamp is the sender's wall clock
-   (CreateTime).
+   reads from the group's committed position (the owner's consumer commits every second,
+   accepted only from the member the coordinator assigns the partition to, outside a
+   rebalance: its read position, or in fast exclusive mode the position of its own latest
+   heartbeat read, if any), else from the end of the log; the record timestamp is the sender's
+   wall clock (CreateTime).
 6. A paused member does not act: leadership is checked only for running members, and a
    member's first query after a pause may come before anything else it does (see above).
 7. Leadership is asked right before acting (``neli``'s "When leadership ends"); the checks

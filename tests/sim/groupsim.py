@@ -174,6 +174,9 @@ class _Proc:
         self.fetch_delay = sim.rng.randint(0, sc.fetch_delay_ms)
         self.assignment: set[int] = set()  # the consumer's (what it fetches)
         self.positions: dict[int, int] = {}
+        #: Fast exclusive: per partition, the index of the latest own heartbeat read (the
+        #: offset the runtime stores for the auto-commit).
+        self.stored: dict[int, int] = {}
         self.in_group = False  # the coordinator answered our join
         self.joining = False
         self.epoch = 0  # counts our (re)joins as a new member
@@ -228,6 +231,9 @@ class Simulation:
         self.log: list[list[_Record]] = [[] for _ in range(scenario.partitions)]
         #: The group's committed position per partition (an index into its log).
         self.committed: list[int | None] = [None] * scenario.partitions
+        #: Fast exclusive: owners commit the position of their own latest heartbeat (so that
+        #: the next owner reads it: the evidence of ``neli._tracker``), not what they read.
+        self.store_own = scenario.variant is Variant.FAST and scenario.mode is Mode.EXCLUSIVE
         self.cut: dict[tuple[str, int], int] = {}  # (kind, slot) -> until
         self.stalled_until = -1  # the coordinator answers nobody until then
         self.coord = _Coordinator(self)
@@ -367,6 +373,7 @@ class Simulation:
         exclusive = self.scenario.mode is Mode.EXCLUSIVE
         proc.tracker.revoke(sorted(proc.assignment), "closed", release=not exclusive)
         proc.assignment.clear()
+        proc.stored.clear()
         if proc.in_group:
             self.send("c:leave", proc.member_id)
         proc.in_group = proc.joining = False
@@ -409,6 +416,8 @@ class Simulation:
                 while pos < len(log) and log[pos].append_at + proc.fetch_delay <= now:
                     rec = log[pos]
                     tracker.observe(p, rec.hb, rec.publish_wall, mono)
+                    if self.store_own and rec.hb.member_id == proc.member_id:
+                        proc.stored[p] = pos
                     pos += 1
                 proc.positions[p] = pos
         if mono_ms >= proc.next_commit:
@@ -432,8 +441,12 @@ class Simulation:
         ):
             return
         for p in proc.assignment:
-            if coord.owner.get(p) == proc.member_id:
+            if coord.owner.get(p) != proc.member_id:
+                continue
+            if not self.store_own:
                 self.committed[p] = proc.positions.get(p, 0)
+            elif p in proc.stored:  # nothing stored yet: nothing committed
+                self.committed[p] = proc.stored[p]
 
     def _pulse(self, proc: _Proc) -> None:
         now, tracker = self.now, proc.tracker
@@ -472,6 +485,8 @@ class Simulation:
             for other in self.procs.values():
                 if other.positions.get(p, 0) > i:
                     other.positions[p] += 1
+                if other.stored.get(p, -1) >= i:
+                    other.stored[p] += 1
             committed = self.committed[p]
             if committed is not None and committed > i:
                 self.committed[p] = committed + 1
@@ -485,6 +500,7 @@ class Simulation:
                 if not self.scenario.cooperative:
                     proc.tracker.revoke(sorted(proc.assignment), "rebalance", release=not exclusive)
                     proc.assignment.clear()
+                    proc.stored.clear()
                 self._rejoin(proc)
         elif msg.kind == "unknown":  # the coordinator expired us meanwhile
             if msg.data == proc.epoch:  # (answers to heartbeats sent before we rejoined: ignored)
@@ -499,6 +515,8 @@ class Simulation:
             gone = proc.assignment - new
             if gone:
                 proc.tracker.revoke(sorted(gone), "rebalance", release=not exclusive)
+                for p in gone:
+                    proc.stored.pop(p, None)
             added = new - proc.assignment
             for p in added:  # from the committed position, else the end of the log as it is now
                 log = self.log[p]
@@ -524,6 +542,7 @@ class Simulation:
         exclusive = self.scenario.mode is Mode.EXCLUSIVE
         proc.tracker.revoke(sorted(proc.assignment), reason, release=not exclusive, lost=True)
         proc.assignment.clear()
+        proc.stored.clear()
         proc.in_group = False
         proc.last_ok_mono = proc.mono_ms(self.now)
         proc.lost_lag = self.rng.randint(0, self.scenario.lost_lag_ms)
