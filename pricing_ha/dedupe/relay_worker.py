@@ -381,6 +381,7 @@ class RelayWorker(PartitionWorker):
                 marks,
                 max(waits.values()),
                 give_up=lambda: not any(self._neli.leads(p) for p in unclean),
+                terms={p: snaps[p].term for p in unclean if snaps[p].term >= 0},
             )
             snaps.update(self._mark_ends(unclean, deferred))
         for partition, snap in sorted(snaps.items()):

@@ -523,14 +523,28 @@ class StandbyTail:
         marks: dict[int, int],
         timeout_s: float,
         give_up: Callable[[], bool] = lambda: False,
+        terms: dict[int, int] | None = None,
     ) -> bool:
         """Wait (up to ``timeout_s``, or until ``give_up()`` says so) until every partition in
-        ``marks`` is :meth:`clean_after` its offset there; returns whether they all were."""
+        ``marks`` is :meth:`clean_after` its offset there, or (for those in ``terms``) the
+        latest release the tail read lies after the mark and names the term given: that
+        owner's release, landing after the mark that stopped it (it saw the mark, stopped,
+        flushed, then released, so all it produced lies below the release; the partition
+        cannot look clean then, its latest term being the mark's). Returns whether they all
+        were."""
         deadline = time.monotonic() + timeout_s
+        wanted = terms or {}
         with self._changed:
             while True:
                 if all(
-                    self.views[p].position > offset and self.views[p].clean
+                    self.views[p].position > offset
+                    and (
+                        self.views[p].clean
+                        or (
+                            self.views[p].released_term == wanted.get(p, -3)
+                            and self.views[p].released_at > offset
+                        )
+                    )
                     for p, offset in marks.items()
                 ):
                     return True

@@ -49,7 +49,7 @@ _TELEMETRY = Telemetry.noop("sim")
 
 
 def sim_config(fencing: str = "transactions") -> AppConfig:
-    """The defaults (topics prices/prices.raw, 4 partitions, T = 2 s, window 500 ms), with
+    """The defaults (topics prices/prices.raw, 4 partitions, T = 1.6 s, window 500 ms), with
     the relay's ``fencing``."""
     cfg = AppConfig()
     return dataclasses.replace(cfg, relay=dataclasses.replace(cfg.relay, fencing=fencing))
@@ -119,6 +119,8 @@ def random_steps(seed: int, n: int = 120) -> list[Step]:
             steps.append(("advance", rng.choice([0.005, 0.02, 0.1, 0.3, 0.6, 1.0, 2.5])))
         elif kind == "move":
             planned = rng.random() < 0.6
+            # A zombie goes on leading after the move until its client notices (at most about
+            # 0.5 s in practice); up to 1.9 s, beyond T = 1.6 s, is harsher than that on purpose.
             zombie = 0.0 if planned or rng.random() < 0.3 else rng.uniform(0.0, 1.9)
             target = rng.choice([*MEMBERS, None]) if rng.random() < 0.9 else None
             steps.append(("move", p, target, planned, round(zombie, 3)))

@@ -228,6 +228,41 @@ def test_snapshot_waits_for_the_tail_and_gives_up_in_time() -> None:
     assert snap.clean  # never owned
 
 
+def test_a_takeover_waits_for_the_old_terms_release_even_after_its_own_marker() -> None:
+    log = Log(1)
+    old = log.control(0, TAKEOVER, "r2/aaa:1")
+    log.price(0, "EURUSD", 1)
+    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")  # the old owner is still handing over
+    tail = tail_of(log)
+    tail.step(0)
+    # Not released: a wait for cleanliness alone can never end (the latest term is ours).
+    assert not tail.wait_clean({0: mine}, 0.05, terms={0: old})
+    log.control(0, RELEASE, "r2/aaa:3", term=old)  # it saw our marker, stopped, released
+    tail.step(0)
+    assert not tail.wait_clean({0: mine}, 0.05)  # still not "clean"...
+    assert tail.wait_clean({0: mine}, 0.05, terms={0: old})  # ...but the old term is over
+    # A release of the old term *below* our marker (prices after it) does not count.
+    log2 = Log(1)
+    old2 = log2.control(0, TAKEOVER, "r2/aaa:1")
+    log2.control(0, RELEASE, "r2/aaa:3", term=old2)
+    log2.price(0, "EURUSD", 2)
+    mine2 = log2.control(0, TAKEOVER, f"{TOKEN}:2")
+    tail2 = tail_of(log2)
+    tail2.step(0)
+    assert not tail2.wait_clean({0: mine2}, 0.05, terms={0: old2})
+
+
+def test_a_wait_for_a_release_gives_up_when_asked() -> None:
+    log = Log(1)
+    log.control(0, TAKEOVER, "r2/aaa:1")
+    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
+    tail = tail_of(log)
+    tail.step(0)
+    started = time.monotonic()
+    assert not tail.wait_clean({0: mine}, 5.0, give_up=lambda: True)
+    assert time.monotonic() - started < 1.0
+
+
 def clean_before(build: list[tuple[str, Any]]) -> bool:
     """Whether a probe appended after ``build`` (a list of ops) finds the partition clean."""
     log = Log(1)
