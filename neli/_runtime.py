@@ -315,6 +315,12 @@ class Neli:
                 self._loop.call_soon_threadsafe(self._sender.pulse)
         return ended
 
+    def assigned_since(self, partition: int) -> float | None:
+        """Fast variant: the wall time at which ``partition`` was (last) assigned to this
+        member (the ``since`` its heartbeats carry), or ``None`` if it is not assigned."""
+        with self._lock:
+            return self._tracker.since(partition)
+
     def previous_holder_silent_s(self, partition: int) -> float | None:
         """Fast variant, exclusive mode: seconds since the previous holder of ``partition``
         (assigned to this member) sent its last heartbeat, or ``None`` if that is not known.

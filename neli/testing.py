@@ -81,6 +81,8 @@ class FakeNeli:
         self.stalled = False
         #: What :meth:`previous_holder_silent_s` answers per partition (set by the test).
         self.silent: dict[int, float] = {}
+        #: What :meth:`assigned_since` answers per partition (set by the test).
+        self.since: dict[int, float] = {}
 
     # -- the Neli surface ---------------------------------------------------------------------
 
@@ -128,6 +130,10 @@ class FakeNeli:
     def previous_holder_silent_s(self, partition: int) -> float | None:
         """What the test put in :attr:`silent` for ``partition`` (else unknown)."""
         return self.silent.get(partition)
+
+    def assigned_since(self, partition: int) -> float | None:
+        """What the test put in :attr:`since` for ``partition`` (else unknown)."""
+        return self.since.get(partition)
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""

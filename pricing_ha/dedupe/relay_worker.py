@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +58,7 @@ _MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
 _COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a takeover
 _PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
 _CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
+_OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, remembered
 _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
 # A member handing a partition over emits only while its standby tail has read that partition
 # to its end within this long (so it has seen any successor's request), and a successor that
@@ -92,6 +94,9 @@ class LeadershipSource(Protocol):
 
     def previous_holder_silent_s(self, partition: int) -> float | None:
         """Seconds since the previous holder's last heartbeat on ``partition``, if known."""
+
+    def assigned_since(self, partition: int) -> float | None:
+        """Wall time at which ``partition`` was assigned to this member, if it is."""
 
 
 def relay_group_id(group: str) -> str:
@@ -194,6 +199,10 @@ class RelayWorker(PartitionWorker):
         self._output_expired_s = (
             relay.threshold_ms + relay.clock_skew_ms + max(500, relay.session_timeout_ms)
         ) / 1000
+        self._skew_s = relay.clock_skew_ms / 1000
+        #: Per partition, this member's latest takeover markers there (terms it began, or
+        #: ended before they began), kept after the terms end.
+        self._own_markers: dict[int, deque[int]] = {}
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._out = RelayOutput(
             cfg,
@@ -432,13 +441,16 @@ class RelayWorker(PartitionWorker):
     ) -> None:
         """Defer the takeovers whose marker finds a term another member began after this
         member asked for the partition (its probe, or where its tail was when it first saw
-        the partition in its grace period). Without fencing only.
+        the partition in its grace period), or after NELI assigned it the partition (by the
+        marker's timestamp, within the clock skew e). Without fencing only.
 
         One of the two may be a zombie (its loss not yet noticed), and the other's term may
         have begun on a clean release that this member's probe did not count. Do not start a
         second term beside it: end ours before it began (our marker stops a member handing
         over, nothing more), wait a grace period and look again. Found by the relay simulation
-        (twice: once with a probe, once for a member a stall had kept from probing).
+        (three times: once with a probe, once for a member a stall had kept from probing, and
+        once for a member whose worker did not run at all in its grace period, so it had
+        noted nothing: the assignment time is the one record that cannot be missed).
         """
         probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
         for p in partitions:
@@ -446,13 +458,26 @@ class RelayWorker(PartitionWorker):
             if seen is not None:
                 probed[p] = min(probed.get(p, seen), seen)
         for p, snap in snaps.items():
-            if not snap.clean and not self._out.fencing and snap.term > probed.get(p, snap.term):
+            if snap.clean or self._out.fencing:
+                continue
+            if snap.term > probed.get(p, snap.term) or self._term_after_assignment(p, snap):
                 deferred[p] = self._end_unbegun(
                     p,
                     snap,
                     "another member started a term after this member asked for the partition",
                     retry_after_s=self._cfg.relay.threshold_ms / 1000,
                 )
+
+    def _term_after_assignment(self, partition: int, snap: Snapshot) -> bool:
+        """Whether the latest term below ``snap`` is another member's, begun (its marker
+        produced) after NELI assigned ``partition`` to this member, less the clock skew e; an
+        unknown timestamp counts as after. A term of this member's own (a resume) does not."""
+        if snap.term < 0 or snap.term in self._own_markers.get(partition, ()):
+            return False
+        since = self._neli.assigned_since(partition)
+        if since is None:
+            return False  # not assigned: not led either, the takeover ends anyway
+        return snap.term_wall < 0 or snap.term_wall >= since - self._skew_s
 
     def _unclean_wait(self, partition: int, snap: Snapshot) -> float:
         """How long a takeover whose marker found ``partition`` not released waits for the
@@ -536,6 +561,8 @@ class RelayWorker(PartitionWorker):
         to ``deferred`` (and are left out of the result).
         """
         ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
+        for partition, offset in ends.items():
+            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
         snaps: dict[int, Snapshot] = {}
         for partition in partitions:
             deferred.pop(partition, None)

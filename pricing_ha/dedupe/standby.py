@@ -62,6 +62,7 @@ from typing import Any, Protocol
 import orjson
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     KafkaException,
@@ -119,6 +120,8 @@ class Snapshot:
             or never had an owner.
         term: the offset of the last takeover marker below ``offset`` (-1: none).
         handing_over: the owner of that term announced a hand-over below ``offset``.
+        term_wall: that marker's timestamp in seconds (when its writer produced it, by its
+            clock), -1 if not known.
     """
 
     offset: int
@@ -126,6 +129,7 @@ class Snapshot:
     clean: bool
     term: int = -1
     handing_over: bool = False
+    term_wall: float = -1.0
 
 
 @dataclass(slots=True)
@@ -136,6 +140,7 @@ class PartitionView:
     high: dict[str, int] = field(default_factory=dict)
     last_data: int = -1  # offset of the last price
     term: int = -1  # offset of the last takeover marker
+    term_wall: float = -1.0  # its timestamp (s; its writer's clock), -1: not known
     released_term: int = -1  # the term named by the last release marker
     released_at: int = -1  # offset of the last release marker
     handover_term: int = -1  # the term named by the last hand-over announcement
@@ -173,6 +178,7 @@ class PartitionView:
                 "high": self.high,
                 "last_data": self.last_data,
                 "term": self.term,
+                "term_wall": self.term_wall,
                 "released_term": self.released_term,
                 "released_at": self.released_at,
                 "handover_term": self.handover_term,
@@ -191,6 +197,7 @@ class PartitionView:
                 high={str(k): _int(v) for k, v in doc["high"].items()},
                 last_data=_int(doc["last_data"]),
                 term=_int(doc["term"]),
+                term_wall=float(doc.get("term_wall", -1.0)),
                 released_term=_int(doc["released_term"]),
                 released_at=_int(doc["released_at"]),
                 handover_term=_int(doc.get("handover_term", -1)),
@@ -441,22 +448,24 @@ class StandbyTail:
             return
         kind, values = control
         if kind != CHECKPOINT:  # a checkpoint copies some member's view below it: nothing new
-            self._apply_control(partition, offset, kind, values)
+            ts_type, ts_ms = msg.timestamp()
+            wall = -1.0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000
+            self._apply_control(partition, offset, kind, values, wall)
 
     def _apply_control(
-        self, partition: int, offset: int, kind: bytes, values: dict[str, bytes]
+        self, partition: int, offset: int, kind: bytes, values: dict[str, bytes], wall: float
     ) -> None:
         view = self.views[partition]
         marker = values.get("marker", b"")
         if marker.startswith(self._token):
             captures = self._captures[partition]
             captures[offset] = Snapshot(
-                offset, dict(view.high), view.clean, view.term, view.handing_over
+                offset, dict(view.high), view.clean, view.term, view.handing_over, view.term_wall
             )
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
         if kind == TAKEOVER:
-            view.term = offset
+            view.term, view.term_wall = offset, wall
             view.requests.clear()
         if kind in (TAKEOVER, PROBE):
             view.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset

@@ -34,6 +34,7 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_INVALID,
+    TIMESTAMP_CREATE_TIME,
     KafkaError,
     KafkaException,
     Message,
@@ -117,6 +118,7 @@ class _Pending:
     outcome: str  # "ok" | "timeout" | "fail"
     purged: bool = False
     fence: tuple[str, int] | None = None  # (transactional.id, epoch) of its producer
+    produced: float = 0.0  # when it was produced: its CreateTime
 
 
 @dataclass
@@ -215,6 +217,7 @@ class FakeProducer:
                 due,
                 outcome,
                 fence=fence,
+                produced=now,
             )
         )
 
@@ -414,6 +417,11 @@ class SimNeli:
         """Whether a stall holds this member off (until ``World.stalled_until``)."""
         return self._world.clock.now < self._world.stalled_until.get(self._name, 0.0)
 
+    def assigned_since(self, partition: int) -> float | None:
+        """When ``partition`` was last assigned to this member (simulated wall time): also
+        while it is a zombie there (its NELI has not noticed the move)."""
+        return self._world.assigned_at.get((self._name, partition))
+
     def previous_holder_silent_s(self, partition: int) -> float | None:
         """NELI's evidence about the previous holder (see :meth:`World.move`): the longest
         silence consistent with when it last led (its last heartbeat may have been sent up
@@ -460,6 +468,8 @@ class World:
     stalled_until: dict[str, float] = field(default_factory=dict)  # member -> held off until
     fenced: set[tuple[str, int]] = field(default_factory=set)
     zombies: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: (member, partition) -> when the group last gave it the partition
+    assigned_at: dict[tuple[str, int], float] = field(default_factory=dict)
     faults: dict[str, Faults] = field(default_factory=dict)
     ghost_records: set[tuple[int, int]] = field(default_factory=set)
     epochs: dict[str, int] = field(default_factory=dict)  # transactional.id -> current epoch
@@ -520,7 +530,12 @@ class World:
             lands = False
         if lands:
             offset = self.append(
-                rec.topic, rec.partition, key=rec.key, value=rec.value, headers=rec.headers
+                rec.topic,
+                rec.partition,
+                key=rec.key,
+                value=rec.value,
+                headers=rec.headers,
+                timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
             )
             if self.verbose and rec.topic == self.prices:
                 self.note(
@@ -576,7 +591,12 @@ class World:
                 self.note(f"  ghost of {rec.partition} rejected: its producer was fenced")
                 continue
             offset = self.append(
-                rec.topic, rec.partition, key=rec.key, value=rec.value, headers=rec.headers
+                rec.topic,
+                rec.partition,
+                key=rec.key,
+                value=rec.value,
+                headers=rec.headers,
+                timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
             )
             if rec.topic == self.prices:
                 self.ghost_records.add((rec.partition, offset))
@@ -629,6 +649,7 @@ class World:
         self.zombies.pop((new, partition), None)
         self.owner[partition] = new
         now = self.clock.now
+        self.assigned_at[(new, partition)] = now
         self.grace_until[partition] = now + self.threshold_s
         self.evidence.pop(partition, None)
         ended = self.last_led.get(partition)

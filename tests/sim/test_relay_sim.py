@@ -403,3 +403,28 @@ def test_a_takeover_finding_a_term_begun_after_its_probe_waits() -> None:
     outcome = run(229, _TERM_AFTER_OUR_PROBE, fencing="none")
     assert not outcome.failed, report(outcome)
     assert outcome.takeovers >= 2
+
+
+# Found by the simulation (seed 18083): B's worker does not run during its grace period (no
+# probe, nothing noted), and the group moves partition 0 to A while B, a zombie, still leads
+# it. A's probe finds the partition never owned and A takes it over at once; B's takeover
+# then finds A's term. Only the assignment time tells B that A's term began after it.
+_TERM_AFTER_OUR_ASSIGNMENT = [
+    ("tail", "B"),
+    ("move", 0, "B", False, 0.0),
+    ("fail", "B", 4.0),
+    ("advance", 0.1),
+    ("advance", 0.6),
+    ("advance", 0.3),
+    ("advance", 0.6),
+    ("tail", "A"),
+    ("move", 0, "A", False, 1.778),
+    ("turn", "A", 1),
+]
+
+
+def test_a_takeover_finding_a_term_begun_after_its_assignment_waits() -> None:
+    """B noted nothing in its grace period; A's term began after B was assigned. B must not
+    start a second term beside it: it defers, by the marker's timestamp against NELI's."""
+    outcome = run(18083, _TERM_AFTER_OUR_ASSIGNMENT, fencing="none")
+    assert not outcome.failed, report(outcome)
