@@ -499,6 +499,17 @@ class World:
         records.append(_msg(topic, partition, offset, **fields))
         return offset
 
+    def land(self, rec: _Pending) -> int:
+        """Append a produced record, stamped with when it was produced (its CreateTime)."""
+        return self.append(
+            rec.topic,
+            rec.partition,
+            key=rec.key,
+            value=rec.value,
+            headers=rec.headers,
+            timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
+        )
+
     def fenced_out(self, rec: _Pending) -> bool:
         """Whether the broker rejects ``rec`` now: its producer's epoch is no longer current."""
         return rec.fence is not None and self.epochs.get(rec.fence[0]) != rec.fence[1]
@@ -529,14 +540,7 @@ class World:
             )
             lands = False
         if lands:
-            offset = self.append(
-                rec.topic,
-                rec.partition,
-                key=rec.key,
-                value=rec.value,
-                headers=rec.headers,
-                timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
-            )
+            offset = self.land(rec)
             if self.verbose and rec.topic == self.prices:
                 self.note(
                     f"  {owner} lands {rec.partition}@{offset} {_describe(rec.headers, rec.key)}"
@@ -590,14 +594,7 @@ class World:
             if self.fenced_out(rec):
                 self.note(f"  ghost of {rec.partition} rejected: its producer was fenced")
                 continue
-            offset = self.append(
-                rec.topic,
-                rec.partition,
-                key=rec.key,
-                value=rec.value,
-                headers=rec.headers,
-                timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
-            )
+            offset = self.land(rec)
             if rec.topic == self.prices:
                 self.ghost_records.add((rec.partition, offset))
                 self.note(
