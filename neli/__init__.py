@@ -40,7 +40,10 @@ grace period T after the assignment has passed). The answer can stop being true 
   a holder that reads a later term of another member on its partition stops leading it. Both
   need wall clocks within e. :meth:`Neli.previous_holder_silent_s` tells an application how
   long ago that last heartbeat was sent, e.g. to wait until output the previous holder
-  produced while it led has expired.
+  produced while it led has expired; :meth:`Neli.assigned_since` when the partition was
+  assigned to this member (the ``since`` its heartbeats carry), e.g. to tell whether another
+  member's act came after it. In fast exclusive mode a member commits the position of its own
+  latest heartbeat on each partition, so the next holder always reads it.
 """
 
 from __future__ import annotations
