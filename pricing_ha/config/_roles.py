@@ -155,7 +155,7 @@ class RelayConfig:
     stall of S or longer expires the relays' sessions (they release, rejoin and take their
     partitions back without a grace period, since the releases were clean), and that broker
     holds a rejoining member that is not the group's leader 3 s before it answers: a 2 s stall
-    cost 7.5-7.8 s of silence on ``prices`` in the fault drill.
+    cost 7.5-8.9 s of silence on ``prices`` in the fault drill.
 
     Why T = 1600 ms, above the fast variant's "T at most S / 3" rule of thumb: the rule leaves
     room for the owner's clock and its heartbeat round trip, and for a pause between asking and
