@@ -17,11 +17,12 @@ marks just before the marker mean no seq is emitted twice across a fail-over. It
 commits the input position only once the output is acknowledged and nothing before it is still
 held in the reorder window. Malformed raw records go to the raw dead-letter topic.
 
-A planned revocation is a hand-over (:meth:`RelayWorker.hand_over`): the old owner emits until
-its successor's probe appears, then releases; the successor ends its grace period on the
-release (:meth:`RelayWorker.tend`). Control records and what they prove: the standby module.
+A planned revocation is a hand-over (:mod:`pricing_ha.dedupe.handover`): the old owner emits
+until its successor's probe appears, then releases; the successor ends its grace period on the
+release (:mod:`pricing_ha.dedupe.succession`). Control records and what they prove: the standby
+module.
 
-The worker (takeover, hand-over, the hot path) is :mod:`pricing_ha.dedupe.relay_worker`; the
+The worker (takeover, the hot path) is :mod:`pricing_ha.dedupe.relay_worker`; the
 records read are in :mod:`pricing_ha.dedupe.records`; producing, with the
 relay's telemetry (``process``/``send`` spans of sampled prices, a ``relay.switch`` span per
 switch of publisher, metrics), in :mod:`pricing_ha.dedupe.output`.

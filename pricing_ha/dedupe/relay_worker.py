@@ -3,19 +3,20 @@
 :class:`RelayWorker` does the Kafka work of one relay member (:mod:`pricing_ha.dedupe.relay`)
 for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.worker`):
 
-* **takeover** (:meth:`RelayWorker.assign_many`): a takeover marker on ``prices[k]``, the
-  standby's high-water marks just before it (:mod:`pricing_ha.dedupe.standby`), then
-  ``prices.raw[k]`` from the group's committed position;
+* **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (a takeover
+  marker on ``prices[k]``, the standby's high-water marks just before it, the waits a
+  partition not released needs) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
+  the group's committed position;
 * **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
-  period, ended early on a clean release; a planned revocation handed over
-  (:meth:`RelayWorker.hand_over`) until the successor asks;
+  period, ended early on a clean release (:mod:`.succession`); a planned revocation handed
+  over until the successor asks (:mod:`.handover`);
 * **the hot path** (:meth:`RelayWorker.process`): arbitration (:mod:`.arbitration`), output
   (:mod:`.output`), commits once output is acknowledged and nothing earlier is held; a
   partition in its grace period is read ahead (:mod:`.read_ahead`), so its takeover starts
   from records in hand.
 
-:class:`RelayClients` and :class:`LeadershipSource` are its seams: the relay simulation
-(``tests/sim``) drives one with fake clients and a simulated group.
+:class:`RelayClients` and :class:`~.succession.LeadershipSource` are its seams: the relay
+simulation (``tests/sim``) drives one with fake clients and a simulated group.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -40,10 +40,12 @@ from confluent_kafka import (
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
-from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
+from pricing_ha.dedupe.standby import RELEASE, StandbyTail
+from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
 from pricing_ha.publishing.pricing import InvalidPriceError
@@ -54,49 +56,12 @@ __all__ = ["LeadershipSource", "RelayClients", "RelayWorker", "raw_group_id", "r
 
 log = logging.getLogger("pricing_ha.relay")
 
-_MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
 _COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a takeover
-_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
-_CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
-_OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, remembered
 _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
-# A member handing a partition over emits only while its standby tail has read that partition
-# to its end within this long (so it has seen any successor's request), and a successor that
-# finds the partition not released waits this long (plus margin) after its own takeover marker
-# before taking the end: by then the old owner has seen the marker and stopped.
-_HANDOVER_FRESH_S = 1.0
-_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
-_TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
-# With fencing, a successor whose probe found the partition not released within this long
-# ends its grace period and takes over: its init_transactions fences whoever still owns it.
-# An owner handing over sees the probe and releases well within it (a tail read and a commit).
-_FENCED_WAIT_S = 0.3
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
 # often (when prices arrived since): a member joining reads about this much of prices[k].
 _CHECKPOINT_EVERY_S = 1.0
-
-
-class LeadershipSource(Protocol):
-    """What the relay worker asks NELI (:class:`neli.Neli`, or a fake)."""
-
-    def leads(self, partition: int) -> bool:
-        """Whether this member leads ``partition`` now."""
-
-    def in_grace(self) -> frozenset[int]:
-        """Assigned partitions still in their grace period."""
-
-    def end_grace(self, partition: int) -> bool:
-        """End ``partition``'s grace period (proof in hand)."""
-
-    def recovering(self) -> bool:
-        """Whether a stall holds this member off leading anything now."""
-
-    def previous_holder_silent_s(self, partition: int) -> float | None:
-        """Seconds since the previous holder's last heartbeat on ``partition``, if known."""
-
-    def assigned_since(self, partition: int) -> float | None:
-        """Wall time at which ``partition`` was assigned to this member, if it is."""
 
 
 def relay_group_id(group: str) -> str:
@@ -192,17 +157,6 @@ class RelayWorker(PartitionWorker):
         self._neli = neli
         self.stats = stats
         self._window_s = cfg.relay.reorder_window_ms / 1000
-        # From a previous holder's last heartbeat until all it produced while it led has landed
-        # or expired: T (it led at most that long after it), e (the heartbeat's timestamp is
-        # its clock), S (its output's message.timeout.ms). See _unclean_wait.
-        relay = cfg.relay
-        self._output_expired_s = (
-            relay.threshold_ms + relay.clock_skew_ms + max(500, relay.session_timeout_ms)
-        ) / 1000
-        self._skew_s = relay.clock_skew_ms / 1000
-        #: Per partition, this member's latest takeover markers there (terms it began, or
-        #: ended before they began), kept after the terms end.
-        self._own_markers: dict[int, deque[int]] = {}
         self._arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._out = RelayOutput(
             cfg,
@@ -229,23 +183,14 @@ class RelayWorker(PartitionWorker):
             reader=clients.reader,
         )
         self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
-        self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
-        self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
-        self._probe_at: dict[int, int] = {}  # and its offset (kept as long as _probe_acked)
-        # partition -> where the tail was when this member first saw it in its grace period
-        # (a probe's stand-in, for a member that could not probe: held off by a stall, or
-        # its grace period ended on NELI's evidence before it could)
-        self._asked_at: dict[int, int] = {}
-        self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
-        self._handover: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
-        self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
-        self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
+        self._handovers = HandOvers(
+            self.standby, self._out, neli, terms=self._terms, wanted=self.wanted, drop=self.drop
+        )
+        self._succession = Succession(cfg, self.standby, self._out, neli)
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
-        #: How long a revoked owner may go on emitting if no successor asks for the partition.
-        self.handover_s = _HANDOVER_MAX_S
         self._next_tend = 0.0
         self._next_checkpoint = 0.0
         self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
@@ -256,59 +201,34 @@ class RelayWorker(PartitionWorker):
         super().start()
 
     def stop(self) -> None:
-        """Let hand-overs in progress finish (bounded by :attr:`handover_s`), then stop."""
-        deadline = time.monotonic() + self.handover_s + 1.0
+        """Let hand-overs in progress finish (bounded by their bound), then stop."""
+        deadline = time.monotonic() + self._handovers.bound_s + 1.0
         # (A revocation's hand-over may still be a queued command: the barrier did not wait.)
-        while (self._handover or self.commands_pending()) and time.monotonic() < deadline:
+        while (self._handovers or self.commands_pending()) and time.monotonic() < deadline:
             time.sleep(0.01)
         super().stop()
 
     def _may_emit(self, partition: int) -> bool:
         """Whether a record may be produced to ``prices[partition]`` at this instant.
 
-        Led (NELI says so now), or being handed over: revoked by a planned rebalance, no
-        successor has asked for the partition yet (a probe or takeover marker on ``prices``
-        after this member's own takeover marker), and the hand-over bound has not passed.
-        A partition being handed over follows the hand-over's rule even once NELI leads it
-        again (given back): the term this member emits under is the one from before the
-        revocation, and somebody else may have taken one since (:meth:`_tend_handovers`).
+        Led (NELI says so now), or being handed over and the hand-over's rule allows it
+        (:meth:`.handover.HandOvers.may_emit`): that rule decides even once NELI leads the
+        partition again (given back), because the term this member emits under is the one
+        from before the revocation, and somebody else may have taken one since.
         """
-        until = self._handover.get(partition)
-        if until is None:
-            return self._neli.leads(partition)
-        if time.monotonic() >= until:
-            return False
-        term = self._terms.get(partition)
-        return (
-            term is not None
-            # Without fencing, only once the tail has read this member's announcement back: a
-            # successor's marker below it is then seen, and one above it finds it (and waits).
-            and (self._out.fencing or self.standby.announced(partition, term))
-            and self.standby.unrequested_within(
-                partition, term, _HANDOVER_FRESH_S, self._out.read_as_of
-            )
-        )
+        if partition in self._handovers:
+            return self._handovers.may_emit(partition)
+        return self._neli.leads(partition)
 
     def hand_over(self, partition: int) -> bool:
-        """A planned revocation: keep emitting until the successor asks (see :meth:`tend`).
+        """A planned revocation: keep emitting until the successor asks (:mod:`.handover`).
 
         The barrier returns at once and the rebalance goes on while this member keeps
         ``prices[k]`` flowing. The successor's probe or takeover marker stops it: it then
-        flushes and writes its release marker, which the successor is waiting for. It emits
-        only while its standby tail has read ``prices[k]`` to its end within
-        ``_HANDOVER_FRESH_S``, so it sees a successor's marker within that long; a successor
-        that did not find the partition released waits that long after its takeover marker
-        (:meth:`assign_many`), so no record of this member can land after the point it
-        starts from. A member that is stopping waits for its hand-overs before it closes.
+        flushes and writes its release marker, which the successor is waiting for. A member
+        that is stopping waits for its hand-overs before it closes.
         """
-        term = self._terms.get(partition)
-        if term is None:
-            return False
-        self._handover[partition] = time.monotonic() + self.handover_s
-        if not self._out.fencing:
-            self._out.announce(partition, term)
-        log.info("handing partition %d over (emitting until the successor asks)", partition)
-        return True
+        return self._handovers.begin(partition)
 
     def will_hand_over(self, partition: int) -> bool:
         """A partition with a term is handed over (:meth:`hand_over`), so the barrier need not
@@ -327,20 +247,11 @@ class RelayWorker(PartitionWorker):
     def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
         """Take partitions up: takeover marker, the standby's marks up to it, then consume.
 
-        For each k: write a takeover marker to ``prices[k]`` and wait for its acknowledgement
-        (the end of ``prices[k]`` is then known by offset, not by asking the broker), take the
-        high-water marks the standby tail had just before the marker (it reads every
-        partition continuously, so this waits only for the short tail since its position),
-        then consume ``prices.raw[k]`` from the group's committed position. A partition whose
-        marker is not acknowledged, or that the tail does not reach in time, is deferred and
-        tried again: never taken up on marks that might be incomplete.
-
-        Where the marker finds ``prices[k]`` not released, its previous owner may be handing
-        it over (:meth:`hand_over`) and still emitting: the marker is its signal to stop. Unless
-        this member's probe was acknowledged over ``_HANDOVER_FRESH_S`` + 0.2 s earlier (the
-        usual case after a grace period: the old owner has stopped since), the takeover waits
-        until the release appears, at most that long, and then marks the end again, so that
-        it starts after the old owner's last record.
+        What must hold before a partition is emitted on (a takeover marker acknowledged, the
+        standby's marks just before it, no previous owner still emitting) is established by
+        :meth:`.succession.Succession.establish`; a partition for which it cannot be yet is
+        deferred and tried again. Then each partition taken up starts from those marks, and
+        ``prices.raw[k]`` is consumed from the group's committed position.
         """
         t0 = time.monotonic()
         deferred: dict[int, TakeoverDeferredError] = {}
@@ -356,62 +267,8 @@ class RelayWorker(PartitionWorker):
         # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace
         # period that NELI ended on evidence may have left no time for a probe and a read ahead).
         self._read_ahead([p for p in partitions if p in self.wanted])
-        snaps = self._mark_ends(partitions, deferred)
-        self._defer_late_terms(partitions, snaps, deferred)
         taken: list[int] = []
-        waits = {
-            p: wait
-            for p, snap in snaps.items()
-            # Fenced: the previous owner's producer can no longer append, nothing to wait for.
-            if not snap.clean and not self._out.fencing and p not in self._waived
-            if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
-        }
-        unclean = sorted(waits)
-        now = time.monotonic()
-        probe_age = {
-            p: round(now - self._probe_acked.pop(p), 2)
-            for p in partitions
-            if p in self._probe_acked
-        }
-        if unclean:
-            # The previous owner may be handing over: it stops within _HANDOVER_FRESH_S of
-            # seeing our marker, then releases. Wait for that, then mark the end again.
-            marks = {p: snaps[p].offset for p in unclean}
-            log.info(
-                "partitions %s not released: waiting up to %s s for a previous owner still "
-                "handing over, or for its output to land or expire (probes acknowledged %s s "
-                "ago)",
-                unclean,
-                {p: round(w, 2) for p, w in waits.items()},
-                {p: probe_age.get(p) for p in unclean},
-            )
-            # Revoked meanwhile: stop waiting (the rebalance waits for this thread).
-            self.standby.wait_clean(
-                marks,
-                max(waits.values()),
-                give_up=lambda: not any(self._neli.leads(p) for p in unclean),
-                terms={p: snaps[p].term for p in unclean if snaps[p].term >= 0},
-            )
-            snaps.update(self._mark_ends(unclean, deferred))
-        for partition, snap in sorted(snaps.items()):
-            if partition in deferred:
-                continue
-            if not self._neli.leads(partition):
-                # Revoked while taking it up: this term ends before it began.
-                deferred[partition] = self._end_unbegun(
-                    partition, snap, "no longer led when the takeover was ready", 0.05
-                )
-                continue
-            if partition in self._waived:
-                self._waived.discard(partition)
-                if not snap.clean and not self._out.fencing:
-                    # Another term started between the probe and this marker: the grace
-                    # period was not to be skipped after all. Wait it out, then start over.
-                    deferred[partition] = TakeoverDeferredError(
-                        "another owner appeared after the clean release",
-                        retry_after_s=self._cfg.relay.threshold_ms / 1000,
-                    )
-                    continue
+        for partition, snap in self._succession.establish(partitions, deferred):
             arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
             for instrument, seq in snap.high.items():
                 arbiter.set_high_water(instrument, seq)
@@ -432,97 +289,6 @@ class RelayWorker(PartitionWorker):
         if taken:
             self._start_reading(taken)
         return deferred
-
-    def _defer_late_terms(
-        self,
-        partitions: list[int],
-        snaps: dict[int, Snapshot],
-        deferred: dict[int, TakeoverDeferredError],
-    ) -> None:
-        """Defer the takeovers whose marker finds a term another member began after this
-        member asked for the partition (its probe, or where its tail was when it first saw
-        the partition in its grace period), or after NELI assigned it the partition (by the
-        marker's timestamp, within the clock skew e). Without fencing only.
-
-        One of the two may be a zombie (its loss not yet noticed), and the other's term may
-        have begun on a clean release that this member's probe did not count. Do not start a
-        second term beside it: end ours before it began (our marker stops a member handing
-        over, nothing more), wait a grace period and look again. Found by the relay simulation
-        (three times: once with a probe, once for a member a stall had kept from probing, and
-        once for a member whose worker did not run at all in its grace period, so it had
-        noted nothing: the assignment time is the one record that cannot be missed).
-        """
-        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
-        for p in partitions:
-            seen = self._asked_at.pop(p, None)
-            if seen is not None:
-                probed[p] = min(probed.get(p, seen), seen)
-        for p, snap in snaps.items():
-            if snap.clean or self._out.fencing:
-                continue
-            if snap.term > probed.get(p, snap.term) or self._term_after_assignment(p, snap):
-                deferred[p] = self._end_unbegun(
-                    p,
-                    snap,
-                    "another member started a term after this member asked for the partition",
-                    retry_after_s=self._cfg.relay.threshold_ms / 1000,
-                )
-
-    def _term_after_assignment(self, partition: int, snap: Snapshot) -> bool:
-        """Whether the latest term below ``snap`` is another member's, begun (its marker
-        produced) after NELI assigned ``partition`` to this member, less the clock skew e; an
-        unknown timestamp counts as after. A term of this member's own (a resume) does not."""
-        if snap.term < 0 or snap.term in self._own_markers.get(partition, ()):
-            return False
-        since = self._neli.assigned_since(partition)
-        if since is None:
-            return False  # not assigned: not led either, the takeover ends anyway
-        return snap.term_wall < 0 or snap.term_wall >= since - self._skew_s
-
-    def _unclean_wait(self, partition: int, snap: Snapshot) -> float:
-        """How long a takeover whose marker found ``partition`` not released waits for the
-        release before it marks the end again (0: not at all). Without fencing only.
-
-        * The latest term's owner announced a hand-over below the marker, or nothing is known
-          of when it last led: it may be handing over, and stops within ``_HANDOVER_FRESH_S``
-          of seeing the marker. Wait that long (plus margin) after this member's probe, unless
-          the probe was acknowledged longer ago than that (it stopped then).
-        * No announcement below the marker: the owner will not emit on k again (its tail reads
-          the marker before its own announcement, and it emits in a hand-over only once it
-          has read that back). What it produced while it still led may be in flight. It led
-          at most T after its last heartbeat, which NELI says was sent ``silent`` ago (within
-          e), and its output expires S after it was produced (``message.timeout.ms``): wait
-          until T + e + S have passed since that heartbeat. After a crash that is under a
-          second after the takeover's marker, instead of a whole grace period.
-        """
-        asked = time.monotonic() - _HANDOVER_FRESH_S - 0.2
-        wait = _HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
-        if not snap.handing_over:
-            silent = self._neli.previous_holder_silent_s(partition)
-            if silent is not None:
-                wait = max(0.0, self._output_expired_s - silent)
-        return wait
-
-    def _end_unbegun(
-        self, partition: int, snap: Snapshot, why: str, retry_after_s: float
-    ) -> TakeoverDeferredError:
-        """End the term of the takeover marker ``snap`` was captured at before it began.
-
-        The release says so, so that whoever is next need not wait out a grace period for
-        it; but if an earlier term was still open below the marker, it says that too
-        (``before`` = ``unclean``): that term's owner may still be emitting (it may be the
-        member that took the partition from us), and a release of ours must not make the
-        partition look released. Returns the deferral to record.
-        """
-        self._out.write_markers(
-            [partition],
-            RELEASE,
-            _MARKER_TIMEOUT_S,
-            terms={partition: snap.offset},
-            unclean=() if snap.clean else (partition,),
-        )
-        self._waived.discard(partition)
-        return TakeoverDeferredError(why, retry_after_s=retry_after_s)
 
     def _start_positions(self, taken: list[TopicPartition]) -> list[TopicPartition]:
         """Where each partition taken up starts: the raw group's committed offset, asked here.
@@ -552,36 +318,6 @@ class RelayWorker(PartitionWorker):
                 )
         return out
 
-    def _mark_ends(
-        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
-    ) -> dict[int, Snapshot]:
-        """Write takeover markers and take the standby's state just before each one.
-
-        Partitions whose marker was not acknowledged, or not reached by the tail in time, go
-        to ``deferred`` (and are left out of the result).
-        """
-        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=_MARKER_TIMEOUT_S)
-        for partition, offset in ends.items():
-            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
-        snaps: dict[int, Snapshot] = {}
-        for partition in partitions:
-            deferred.pop(partition, None)
-            if partition not in ends:
-                deferred[partition] = TakeoverDeferredError(
-                    "the takeover marker was not acknowledged"
-                )
-                continue
-            snap = self.standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
-            if snap is None:
-                deferred[partition] = TakeoverDeferredError(
-                    f"the standby tail did not reach the takeover marker at offset "
-                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
-                    retry_after_s=0.5,
-                )
-                continue
-            snaps[partition] = snap
-        return snaps
-
     def tend(self) -> None:
         """Hand-overs and grace periods, looked at every ``_TEND_EVERY_S``.
 
@@ -605,15 +341,15 @@ class RelayWorker(PartitionWorker):
                 del self._paused[partition]
                 if partition in self.active:
                     log.info("partition %d resumed after %.2f s paused", partition, now - since)
-            elif partition in self._handover:
+            elif partition in self._handovers:
                 # Handing over, tail momentarily stale: paused until it is fresh again or the
-                # hand-over ends (_tend_handovers), not dropped.
+                # hand-over ends (HandOvers.tend), not dropped.
                 continue
             elif now - since > _PAUSE_MAX_S:
                 del self._paused[partition]
                 self.drop(partition)
         grace = self._neli.in_grace()
-        self._tend_handovers(grace)
+        self._handovers.tend(grace)
         self._tend_grace(grace)
         if now >= self._next_checkpoint:
             self._next_checkpoint = now + _CHECKPOINT_EVERY_S
@@ -637,130 +373,20 @@ class RelayWorker(PartitionWorker):
                 self._out.checkpoint(partition, view)
                 self._checkpointed[partition] = last_data
 
-    def _tend_handovers(self, grace: frozenset[int]) -> None:
-        for partition in list(self._given_back):
-            if partition not in self._handover or partition not in self.wanted:
-                del self._given_back[partition]
-        for partition in list(self._handover):
-            if partition in self.wanted:
-                self._tend_given_back(partition)
-            elif partition in grace and self._may_emit(partition):
-                # Given back while still handing it over: nobody else has emitted since this
-                # member's own term, so there is nobody to wait for.
-                self._neli.end_grace(partition)
-            elif self._handover_over(partition):
-                self.drop(partition)  # flush, release
-            elif not self._may_emit(partition):
-                # The standby tail has not seen the end of k lately: the input waits, paused,
-                # until it has. Dropping here would leave the partition silent until the
-                # successor takes it up (seen in the fault drill: 12 s on a loaded machine).
-                # A partition with nothing emitted lately gives the tail nothing of this
-                # member's to read back, so it would stay "stale" until the end of the
-                # hand-over (the fault drill, again): a tick gives it something.
-                self._tick(partition)
-
-    def _tend_given_back(self, partition: int) -> None:
-        """A partition being handed over that NELI gave back to this member (an eager
-        rebalance that left it here, or a later one).
-
-        It goes on under its term, without a takeover, if nobody else began one since: the
-        standby tail has read everything appended up to a moment after the partition came
-        back, with no probe or takeover marker of another member after this member's term.
-        Anyone who led the partition meanwhile wrote its marker while it led, which was before
-        NELI gave the partition back. If somebody did, the partition is dropped and taken up
-        afresh (a takeover: new marks, and the wait for its output in :meth:`assign_many`).
-        Until the tail has read that far (a tick gives it something to read back), the
-        hand-over's rule goes on deciding whether it may emit.
-        """
-        now = time.monotonic()
-        since = self._given_back.setdefault(partition, now)
-        term = self._terms.get(partition)
-        if term is not None and self.standby.unrequested_within(
-            partition, term, now - since, self._out.read_as_of
-        ):
-            del self._handover[partition]  # it goes on, led by NELI again
-            del self._given_back[partition]
-            self._ticked.pop(partition, None)
-            if not self._out.fencing:
-                # Its announcement no longer holds: a successor after a crash must not wait
-                # for a release that only a member handing over writes.
-                self._out.kept(partition, term)
-        elif term is None or self.standby.requested_after(partition, term):
-            del self._given_back[partition]
-            log.info(
-                "partition %d came back after another member's term: taken up afresh", partition
-            )
-            self.drop(partition)
-        else:
-            self._tick(partition)
-
-    def _tick(self, partition: int) -> None:
-        now = time.monotonic()
-        if now - self._ticked.get(partition, float("-inf")) >= _TICK_EVERY_S:
-            self._ticked[partition] = now
-            self._out.tick(partition)
-
-    def _handover_over(self, partition: int) -> bool:
-        """A hand-over ends when the successor asked, or its bound passed."""
-        until = self._handover.get(partition)
-        term = self._terms.get(partition)
-        return (
-            until is None
-            or time.monotonic() >= until
-            or term is None
-            or self.standby.requested_after(partition, term)
-        )
-
     def _tend_grace(self, grace: frozenset[int]) -> None:
-        for partition in list(self._probes):
-            if partition not in grace:
-                del self._probes[partition]
+        """Probe partitions in their grace period, read them ahead, end the grace periods
+        that a clean release allows (:mod:`.succession`)."""
 
         def of_interest(partition: int) -> bool:
             return partition in grace or partition in self.wanted or self._neli.leads(partition)
 
-        for partition in grace - set(self._terms):
-            self._asked_at.setdefault(partition, self.standby.position(partition))
-        for partition in [p for p in self._asked_at if not of_interest(p)]:
-            del self._asked_at[partition]
-        # Probes are kept while led: NELI ends the grace period before its ACQUIRED event
-        # reaches this thread as an assign, and the takeover needs the probe's age (without
-        # it, assign_many waits 1.2 s for a release a crashed owner never writes).
-        for partition in [p for p in self._probe_acked if not of_interest(p)]:
-            del self._probe_acked[partition]
-            self._probe_at.pop(partition, None)
-        # No probe before the tail has read the partition's history, nor while a stall holds
-        # this member off (S + 0.5 s after it woke): either would end a hand-over that should
-        # go on until this member can take over (see assign_many). Seen in the fault drill: a
-        # relay woken from a pause probed at once and its partitions were silent for ~4 s.
-        todo = sorted(
-            p for p in grace - set(self._probes) - set(self._handover) if self.standby.caught_up(p)
+        probed = self._succession.probe(
+            grace, set(self._terms), self._handovers.partitions(), of_interest
         )
-        if todo and self._neli.recovering():
-            todo = []
-        if todo:
-            probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
-            log.info("probed partitions in their grace period: %s", probes)
-            self._probes.update(probes)
-            acked = time.monotonic()
-            self._probe_acked.update(dict.fromkeys(probes, acked))
-            self._probe_at.update(probes)
-            self._read_ahead(todo)
+        if probed:
+            self._read_ahead(probed)
         self.read_ahead.tend(of_interest)
-        now = time.monotonic()
-        for partition, offset in sorted(self._probes.items()):
-            if self.standby.clean_after(partition, offset) and self._neli.end_grace(partition):
-                self._waived.add(partition)
-                del self._probes[partition]
-                log.info("partition %d was released cleanly: no grace period", partition)
-            elif (
-                self._out.fencing
-                and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
-                and self._neli.end_grace(partition)
-            ):
-                # Not released (its owner crashed, or is cut off): the takeover fences it.
-                del self._probes[partition]
-                log.info("partition %d was not released: taken over by fencing", partition)
+        self._succession.end_graces()
 
     def _read_ahead(self, partitions: list[int]) -> None:
         """Start reading ``prices.raw[k]`` ahead for partitions in their grace period, from the
@@ -825,20 +451,15 @@ class RelayWorker(PartitionWorker):
         reorder window are re-read by the next owner.
         """
         failed = self._out.flush(self._arbiters)
-        until = self._handover.pop(partition, None)
-        self._ticked.pop(partition, None)
-        if until is not None:
-            log.info(
-                "partition %d handed over after %.2f s",
-                partition,
-                time.monotonic() - until + self.handover_s,
-            )
+        lasted = self._handovers.end(partition)
+        if lasted is not None:
+            log.info("partition %d handed over after %.2f s", partition, lasted)
         self._paused.pop(partition, None)
         self._first_price.pop(partition, None)
         term = self._terms.pop(partition, None)
         if partition not in failed and term is not None:
             released = self._out.write_markers(
-                [partition], RELEASE, _MARKER_TIMEOUT_S, terms={partition: term}
+                [partition], RELEASE, MARKER_TIMEOUT_S, terms={partition: term}
             )
             if partition not in released:
                 log.warning("partition %d: the release marker was not acknowledged", partition)
@@ -993,7 +614,7 @@ class RelayWorker(PartitionWorker):
                     "partition %d paused: %s",
                     partition,
                     "handing over, the standby tail has not read it to its end lately"
-                    if partition in self._handover
+                    if partition in self._handovers
                     else "no longer led",
                 )
 

@@ -23,7 +23,7 @@ Control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) on ``prices[k
   read this record back. A successor that finds no announcement of the latest term below
   its takeover marker knows that owner will not emit on k again (it sees the marker first),
   so it need not wait for a release (without fencing, it still waits until whatever that owner
-  produced while it led has landed or expired: see ``RelayWorker.assign_many``).
+  produced while it led has landed or expired: see :mod:`pricing_ha.dedupe.succession`).
 * ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
   goes on under its term: its announcement no longer holds.
 * ``tick``: written by an owner handing k over that may not emit because its tail has not

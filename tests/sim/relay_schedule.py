@@ -19,9 +19,11 @@ from confluent_kafka import Consumer, Message, Producer
 
 from pricing_ha.config import AppConfig
 from pricing_ha.config._roles import RelayConfig
+from pricing_ha.dedupe import handover as handover_mod
 from pricing_ha.dedupe import output as output_mod
 from pricing_ha.dedupe import relay_worker as relay_mod
 from pricing_ha.dedupe import standby as standby_mod
+from pricing_ha.dedupe import succession as succession_mod
 from pricing_ha.dedupe.output import RelayStats
 from pricing_ha.dedupe.relay import RelayClients, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
@@ -183,7 +185,7 @@ def raw_prices(seed: int, seqs: int = 25) -> list[list[tuple[bytes, bytes | None
 @contextmanager
 def simulated_time(clock: SimTime) -> Iterator[None]:
     """The relay's modules see ``clock`` as their ``time`` module; their logs are quiet."""
-    mods = (relay_mod, standby_mod, output_mod, worker_mod)
+    mods = (relay_mod, handover_mod, succession_mod, standby_mod, output_mod, worker_mod)
     saved = [m.time for m in mods]
     quiet = logging.getLogger("pricing_ha")
     level, quiet_level = quiet.level, logging.CRITICAL

@@ -198,7 +198,7 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
         world.pump()
         _turn(world, b, 50)  # in its grace period: the probe
-        assert 0 in b._probe_acked
+        assert 0 in b._succession._probe_acked
         world.clock.advance(world.threshold_s + 0.01)
         world.pump()
         b.tend()  # the grace period is over; the ACQUIRED event is not there yet
@@ -296,7 +296,7 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
         world.stalled_until["B"] = world.clock.now + 1.0
         apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)  # planned: A hands over
         apply_step(world, workers, ("turn", "A", 50), raw)
-        assert 0 in a._handover
+        assert 0 in a._handovers
         relayed = a.stats.relayed
         for _ in range(8):  # 0.8 s of the stall, prices still arriving
             apply_step(world, workers, ("advance", 0.1), raw)
@@ -304,8 +304,8 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
             world.pump()
             apply_step(world, workers, ("turn", "B", 50), raw)
             apply_step(world, workers, ("turn", "A", 50), raw)
-            assert 0 not in b._probes, "probed while held off by a stall"
-            assert not a._handover_over(0), "the owner stopped before its successor could start"
+            assert 0 not in b._succession._probes, "probed while held off by a stall"
+            assert not a._handovers._over(0), "the owner stopped before its successor could start"
         assert a.stats.relayed > relayed, "the owner handing over stopped emitting"
         for _ in range(10):
             apply_step(world, workers, ("advance", 0.05), raw)
@@ -333,7 +333,7 @@ def test_an_idle_partition_being_handed_over_emits_when_prices_come() -> None:
         world.stalled_until["B"] = world.clock.now + 5.0  # B cannot take over for a while
         apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
         apply_step(world, workers, ("turn", "A", 50), raw)
-        assert 0 in a._handover
+        assert 0 in a._handovers
         relayed = a.stats.relayed
         apply_step(world, workers, ("publish", 0, 3), raw)
         for _ in range(10):  # 0.5 s

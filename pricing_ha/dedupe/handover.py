@@ -1,0 +1,219 @@
+"""The old owner's side of a planned move: keep emitting until the successor asks.
+
+A planned revocation (SIGTERM, a member joining) does not stop a relay member at once. It goes
+on emitting on ``prices[k]`` under the term it holds, and stops (flush, then a release marker)
+once the successor asks: its probe or takeover marker appears on ``prices[k]`` after this
+member's own takeover marker. So a move costs the probe's and the release's round trips, not
+a rebalance plus S + T.
+
+The rule that makes this safe without fencing: the member emits only while its standby tail
+has read ``prices[k]`` to its end within :data:`HANDOVER_FRESH_S`, so it sees a successor's
+marker within that long, and a successor that does not find the partition released waits
+that long after its own marker (:mod:`.succession`). Without fencing it also emits only once
+its tail has read its own announcement back (a marker below it is then seen; one above it
+finds it). A partition NELI gives back to the member during a hand-over goes on under its old
+term only if nobody else began one meanwhile.
+
+:class:`HandOvers` holds the partitions being handed over; :class:`~.relay_worker.RelayWorker`
+asks it whether one may be emitted on (:meth:`HandOvers.may_emit`) and tends it
+(:meth:`HandOvers.tend`) from its worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Protocol
+
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.standby import StandbyTail
+
+__all__ = ["HANDOVER_FRESH_S", "GraceEnder", "HandOvers"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+# A member handing a partition over emits only while its standby tail has read that partition
+# to its end within this long (so it has seen any successor's request), and a successor that
+# finds the partition not released waits this long (plus margin) after its own takeover marker
+# before taking the end: by then the old owner has seen the marker and stopped.
+HANDOVER_FRESH_S = 1.0
+_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+_TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
+
+
+class GraceEnder(Protocol):
+    """What a hand-over asks NELI (:class:`neli.Neli`, or a fake)."""
+
+    def end_grace(self, partition: int) -> bool:
+        """End ``partition``'s grace period (proof in hand)."""
+
+
+class HandOvers:
+    """The partitions this member is handing over, and the rule they are emitted under.
+
+    Args:
+        standby: this member's tail of ``prices`` (what it has read, and who asked).
+        out: the member's output (announcements, ticks, the read-back evidence).
+        neli: ends a grace period when a partition comes back mid hand-over.
+        terms: the member's terms, partition -> offset of its takeover marker (shared).
+        wanted: the partitions NELI assigns the member now (shared).
+        drop: ends a partition's work: flush, release, stop reading.
+    """
+
+    def __init__(
+        self,
+        standby: StandbyTail,
+        out: RelayOutput,
+        neli: GraceEnder,
+        *,
+        terms: dict[int, int],
+        wanted: Collection[int],
+        drop: Callable[[int], None],
+    ) -> None:
+        """Nothing is being handed over yet."""
+        self._standby = standby
+        self._out = out
+        self._neli = neli
+        self._terms = terms
+        self._wanted = wanted
+        self._drop = drop
+        self._until: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
+        self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
+        self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
+        #: How long a revoked owner may go on emitting if no successor asks for the partition.
+        self.bound_s = _HANDOVER_MAX_S
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self._until
+
+    def __bool__(self) -> bool:
+        return bool(self._until)
+
+    def partitions(self) -> set[int]:
+        """The partitions being handed over now."""
+        return set(self._until)
+
+    def begin(self, partition: int) -> bool:
+        """A planned revocation: keep emitting until the successor asks (False: no term).
+
+        Without fencing, an announcement on ``prices[k]`` says so, so that a successor whose
+        marker finds the partition not released knows to wait for the release.
+        """
+        term = self._terms.get(partition)
+        if term is None:
+            return False
+        self._until[partition] = time.monotonic() + self.bound_s
+        if not self._out.fencing:
+            self._out.announce(partition, term)
+        log.info("handing partition %d over (emitting until the successor asks)", partition)
+        return True
+
+    def end(self, partition: int) -> float | None:
+        """Stop handing ``partition`` over; how long the hand-over lasted, if there was one."""
+        until = self._until.pop(partition, None)
+        self._ticked.pop(partition, None)
+        return None if until is None else time.monotonic() - until + self.bound_s
+
+    def may_emit(self, partition: int) -> bool:
+        """Whether a partition being handed over may be emitted on at this instant.
+
+        No successor has asked for it yet (a probe or takeover marker on ``prices`` after this
+        member's own takeover marker), the tail says so as of a read under
+        :data:`HANDOVER_FRESH_S` old, and the bound has not passed. A partition being handed
+        over follows this rule even once NELI leads it again (given back): the term this
+        member emits under is the one from before the revocation, and somebody else may have
+        taken one since (:meth:`tend`).
+        """
+        until = self._until.get(partition)
+        if until is None or time.monotonic() >= until:
+            return False
+        term = self._terms.get(partition)
+        return (
+            term is not None
+            # Without fencing, only once the tail has read this member's announcement back: a
+            # successor's marker below it is then seen, and one above it finds it (and waits).
+            and (self._out.fencing or self._standby.announced(partition, term))
+            and self._standby.unrequested_within(
+                partition, term, HANDOVER_FRESH_S, self._out.read_as_of
+            )
+        )
+
+    def tend(self, grace: frozenset[int]) -> None:
+        """Stop the hand-overs the successor asked for; go on with those given back.
+
+        Args:
+            grace: the partitions in their grace period now (NELI).
+        """
+        for partition in list(self._given_back):
+            if partition not in self._until or partition not in self._wanted:
+                del self._given_back[partition]
+        for partition in list(self._until):
+            if partition in self._wanted:
+                self._tend_given_back(partition)
+            elif partition in grace and self.may_emit(partition):
+                # Given back while still handing it over: nobody else has emitted since this
+                # member's own term, so there is nobody to wait for.
+                self._neli.end_grace(partition)
+            elif self._over(partition):
+                self._drop(partition)  # flush, release
+            elif not self.may_emit(partition):
+                # The standby tail has not seen the end of k lately: the input waits, paused,
+                # until it has. Dropping here would leave the partition silent until the
+                # successor takes it up (seen in the fault drill: 12 s on a loaded machine).
+                # A partition with nothing emitted lately gives the tail nothing of this
+                # member's to read back, so it would stay "stale" until the end of the
+                # hand-over (the fault drill, again): a tick gives it something.
+                self._tick(partition)
+
+    def _tend_given_back(self, partition: int) -> None:
+        """A partition being handed over that NELI gave back to this member (an eager
+        rebalance that left it here, or a later one).
+
+        It goes on under its term, without a takeover, if nobody else began one since: the
+        standby tail has read everything appended up to a moment after the partition came
+        back, with no probe or takeover marker of another member after this member's term.
+        Anyone who led the partition meanwhile wrote its marker while it led, which was before
+        NELI gave the partition back. If somebody did, the partition is dropped and taken up
+        afresh (a takeover: new marks, and the wait for its output in the worker's
+        ``assign_many``). Until the tail has read that far (a tick gives it something to read
+        back), the hand-over's rule goes on deciding whether it may emit.
+        """
+        now = time.monotonic()
+        since = self._given_back.setdefault(partition, now)
+        term = self._terms.get(partition)
+        if term is not None and self._standby.unrequested_within(
+            partition, term, now - since, self._out.read_as_of
+        ):
+            del self._until[partition]  # it goes on, led by NELI again
+            del self._given_back[partition]
+            self._ticked.pop(partition, None)
+            if not self._out.fencing:
+                # Its announcement no longer holds: a successor after a crash must not wait
+                # for a release that only a member handing over writes.
+                self._out.kept(partition, term)
+        elif term is None or self._standby.requested_after(partition, term):
+            del self._given_back[partition]
+            log.info(
+                "partition %d came back after another member's term: taken up afresh", partition
+            )
+            self._drop(partition)
+        else:
+            self._tick(partition)
+
+    def _tick(self, partition: int) -> None:
+        now = time.monotonic()
+        if now - self._ticked.get(partition, float("-inf")) >= _TICK_EVERY_S:
+            self._ticked[partition] = now
+            self._out.tick(partition)
+
+    def _over(self, partition: int) -> bool:
+        """A hand-over ends when the successor asked, or its bound passed."""
+        until = self._until.get(partition)
+        term = self._terms.get(partition)
+        return (
+            until is None
+            or time.monotonic() >= until
+            or term is None
+            or self._standby.requested_after(partition, term)
+        )

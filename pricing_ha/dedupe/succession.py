@@ -1,0 +1,382 @@
+"""The successor's side of a move: what must be established before emitting on ``prices[k]``.
+
+A relay member that NELI assigns partition k first asks for it: a probe on ``prices[k]``
+("I am next") while in its grace period, watched until the standby tail finds the partition
+*cleanly released* (the latest owner's release marker is the last word), which ends the grace
+period at once (:meth:`Succession.probe`, :meth:`Succession.end_graces`).
+
+Then the takeover (:meth:`Succession.establish`): a takeover marker, acknowledged, gives the
+end of ``prices[k]`` by offset rather than by asking the broker, and the standby's high-water
+marks just before it are where emitting starts. Without fencing, three things can still make
+it wait or give up:
+
+* the partition was not released: the old owner may be handing it over and still emitting
+  (it stops within :data:`~.handover.HANDOVER_FRESH_S` of seeing the marker), or a crashed
+  owner's output may still be in flight (it led at most T after its last heartbeat, and its
+  output expires S after it was produced). Wait for the release or for that time, then mark
+  the end again;
+* another member began a term after this member asked for the partition, or after NELI
+  assigned it here: one of the two may be a zombie. End this term before it began, and retry
+  after a grace period;
+* the partition is no longer led by the time all that is done.
+
+With fencing (a transactional producer per partition), the marker's ``init_transactions``
+fences the previous owner at the broker, so nothing needs waiting for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
+from pricing_ha.member.worker import TakeoverDeferredError
+
+__all__ = ["LeadershipSource", "Succession"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
+_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
+_CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
+_OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, remembered
+# With fencing, a successor whose probe found the partition not released within this long
+# ends its grace period and takes over: its init_transactions fences whoever still owns it.
+# An owner handing over sees the probe and releases well within it (a tail read and a commit).
+_FENCED_WAIT_S = 0.3
+
+
+class LeadershipSource(Protocol):
+    """What the relay worker asks NELI (:class:`neli.Neli`, or a fake)."""
+
+    def leads(self, partition: int) -> bool:
+        """Whether this member leads ``partition`` now."""
+
+    def in_grace(self) -> frozenset[int]:
+        """Assigned partitions still in their grace period."""
+
+    def end_grace(self, partition: int) -> bool:
+        """End ``partition``'s grace period (proof in hand)."""
+
+    def recovering(self) -> bool:
+        """Whether a stall holds this member off leading anything now."""
+
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """Seconds since the previous holder's last heartbeat on ``partition``, if known."""
+
+    def assigned_since(self, partition: int) -> float | None:
+        """Wall time at which ``partition`` was assigned to this member, if it is."""
+
+
+class Succession:
+    """Probes in the grace period, and the checks that start (or defer) a takeover.
+
+    Args:
+        cfg: the application's configuration (the relay's T, e and S).
+        standby: this member's tail of ``prices``.
+        out: the member's output (markers).
+        neli: leadership, grace periods and the previous holder's silence.
+    """
+
+    def __init__(
+        self, cfg: AppConfig, standby: StandbyTail, out: RelayOutput, neli: LeadershipSource
+    ) -> None:
+        """Nothing asked for yet."""
+        relay = cfg.relay
+        self._standby = standby
+        self._out = out
+        self._neli = neli
+        self._threshold_s = relay.threshold_ms / 1000
+        self._skew_s = relay.clock_skew_ms / 1000
+        # From a previous holder's last heartbeat until all it produced while it led has landed
+        # or expired: T (it led at most that long after it), e (the heartbeat's timestamp is
+        # its clock), S (its output's message.timeout.ms). See _unclean_wait.
+        self._output_expired_s = (
+            relay.threshold_ms + relay.clock_skew_ms + max(500, relay.session_timeout_ms)
+        ) / 1000
+        #: Per partition, this member's latest takeover markers there (terms it began, or
+        #: ended before they began), kept after the terms end.
+        self._own_markers: dict[int, deque[int]] = {}
+        self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
+        self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
+        self._probe_at: dict[int, int] = {}  # and its offset (kept as long as _probe_acked)
+        # partition -> where the tail was when this member first saw it in its grace period
+        # (a probe's stand-in, for a member that could not probe: held off by a stall, or
+        # its grace period ended on NELI's evidence before it could)
+        self._asked_at: dict[int, int] = {}
+        self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+
+    # -- the grace period ---------------------------------------------------------------------
+
+    def probe(
+        self,
+        grace: frozenset[int],
+        taken: set[int],
+        handing_over: set[int],
+        of_interest: Callable[[int], bool],
+    ) -> list[int]:
+        """Probe the partitions in their grace period not probed yet; the ones just probed.
+
+        Args:
+            grace: the partitions in their grace period now.
+            taken: the partitions this member holds a term on.
+            handing_over: the partitions this member is handing over.
+            of_interest: whether this member still cares about a partition (in its grace
+                period, assigned, or led): what it noted about the others is forgotten.
+        """
+        for partition in list(self._probes):
+            if partition not in grace:
+                del self._probes[partition]
+        for partition in grace - taken:
+            self._asked_at.setdefault(partition, self._standby.position(partition))
+        for partition in [p for p in self._asked_at if not of_interest(p)]:
+            del self._asked_at[partition]
+        # Probes are kept while led: NELI ends the grace period before its ACQUIRED event
+        # reaches this thread as an assign, and the takeover needs the probe's age (without
+        # it, establish waits 1.2 s for a release a crashed owner never writes).
+        for partition in [p for p in self._probe_acked if not of_interest(p)]:
+            del self._probe_acked[partition]
+            self._probe_at.pop(partition, None)
+        # No probe before the tail has read the partition's history, nor while a stall holds
+        # this member off (S + 0.5 s after it woke): either would end a hand-over that should
+        # go on until this member can take over (see establish). Seen in the fault drill: a
+        # relay woken from a pause probed at once and its partitions were silent for ~4 s.
+        todo = sorted(
+            p for p in grace - set(self._probes) - handing_over if self._standby.caught_up(p)
+        )
+        if not todo or self._neli.recovering():
+            return []
+        probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+        log.info("probed partitions in their grace period: %s", probes)
+        self._probes.update(probes)
+        acked = time.monotonic()
+        self._probe_acked.update(dict.fromkeys(probes, acked))
+        self._probe_at.update(probes)
+        return todo
+
+    def end_graces(self) -> None:
+        """End the grace period of each probed partition the tail finds cleanly released
+        (with fencing, also of one not released within ``_FENCED_WAIT_S``: the takeover
+        fences its owner)."""
+        now = time.monotonic()
+        for partition, offset in sorted(self._probes.items()):
+            if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
+                self._waived.add(partition)
+                del self._probes[partition]
+                log.info("partition %d was released cleanly: no grace period", partition)
+            elif (
+                self._out.fencing
+                and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
+                and self._neli.end_grace(partition)
+            ):
+                # Not released (its owner crashed, or is cut off): the takeover fences it.
+                del self._probes[partition]
+                log.info("partition %d was not released: taken over by fencing", partition)
+
+    # -- the takeover -------------------------------------------------------------------------
+
+    def establish(
+        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+    ) -> list[tuple[int, Snapshot]]:
+        """The partitions whose takeover may start now, each with the marks to start from.
+
+        For each k: write a takeover marker to ``prices[k]`` and wait for its acknowledgement
+        (the end of ``prices[k]`` is then known by offset, not by asking the broker), and take
+        the high-water marks the standby tail had just before the marker (it reads every
+        partition continuously, so this waits only for the short tail since its position). A
+        partition whose marker is not acknowledged, or that the tail does not reach in time,
+        goes to ``deferred`` and is tried again: never taken up on marks that might be
+        incomplete.
+
+        Where the marker finds ``prices[k]`` not released, its previous owner may be handing
+        it over and still emitting: the marker is its signal to stop. Unless this member's
+        probe was acknowledged over ``HANDOVER_FRESH_S`` + 0.2 s earlier (the usual case after
+        a grace period: the old owner has stopped since), the takeover waits until the release
+        appears, at most that long, and then marks the end again, so that it starts after the
+        old owner's last record. See the module docstring for the other waits.
+        """
+        snaps = self._mark_ends(partitions, deferred)
+        self._defer_late_terms(partitions, snaps, deferred)
+        waits = {
+            p: wait
+            for p, snap in snaps.items()
+            # Fenced: the previous owner's producer can no longer append, nothing to wait for.
+            if not snap.clean and not self._out.fencing and p not in self._waived
+            if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
+        }
+        unclean = sorted(waits)
+        now = time.monotonic()
+        probe_age = {
+            p: round(now - self._probe_acked.pop(p), 2)
+            for p in partitions
+            if p in self._probe_acked
+        }
+        if unclean:
+            # The previous owner may be handing over: it stops within HANDOVER_FRESH_S of
+            # seeing our marker, then releases. Wait for that, then mark the end again.
+            marks = {p: snaps[p].offset for p in unclean}
+            log.info(
+                "partitions %s not released: waiting up to %s s for a previous owner still "
+                "handing over, or for its output to land or expire (probes acknowledged %s s "
+                "ago)",
+                unclean,
+                {p: round(w, 2) for p, w in waits.items()},
+                {p: probe_age.get(p) for p in unclean},
+            )
+            # Revoked meanwhile: stop waiting (the rebalance waits for this thread).
+            self._standby.wait_clean(
+                marks,
+                max(waits.values()),
+                give_up=lambda: not any(self._neli.leads(p) for p in unclean),
+                terms={p: snaps[p].term for p in unclean if snaps[p].term >= 0},
+            )
+            snaps.update(self._mark_ends(unclean, deferred))
+        ready = []
+        for partition, snap in sorted(snaps.items()):
+            if partition in deferred:
+                continue
+            if not self._neli.leads(partition):
+                # Revoked while taking it up: this term ends before it began.
+                deferred[partition] = self._end_unbegun(
+                    partition, snap, "no longer led when the takeover was ready", 0.05
+                )
+                continue
+            if partition in self._waived:
+                self._waived.discard(partition)
+                if not snap.clean and not self._out.fencing:
+                    # Another term started between the probe and this marker: the grace
+                    # period was not to be skipped after all. Wait it out, then start over.
+                    deferred[partition] = TakeoverDeferredError(
+                        "another owner appeared after the clean release",
+                        retry_after_s=self._threshold_s,
+                    )
+                    continue
+            ready.append((partition, snap))
+        return ready
+
+    def _defer_late_terms(
+        self,
+        partitions: list[int],
+        snaps: dict[int, Snapshot],
+        deferred: dict[int, TakeoverDeferredError],
+    ) -> None:
+        """Defer the takeovers whose marker finds a term another member began after this
+        member asked for the partition (its probe, or where its tail was when it first saw
+        the partition in its grace period), or after NELI assigned it the partition (by the
+        marker's timestamp, within the clock skew e). Without fencing only.
+
+        One of the two may be a zombie (its loss not yet noticed), and the other's term may
+        have begun on a clean release that this member's probe did not count. Do not start a
+        second term beside it: end ours before it began (our marker stops a member handing
+        over, nothing more), wait a grace period and look again. Found by the relay simulation
+        (three times: once with a probe, once for a member a stall had kept from probing, and
+        once for a member whose worker did not run at all in its grace period, so it had
+        noted nothing: the assignment time is the one record that cannot be missed).
+        """
+        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
+        for p in partitions:
+            seen = self._asked_at.pop(p, None)
+            if seen is not None:
+                probed[p] = min(probed.get(p, seen), seen)
+        for p, snap in snaps.items():
+            if snap.clean or self._out.fencing:
+                continue
+            if snap.term > probed.get(p, snap.term) or self._term_after_assignment(p, snap):
+                deferred[p] = self._end_unbegun(
+                    p,
+                    snap,
+                    "another member started a term after this member asked for the partition",
+                    retry_after_s=self._threshold_s,
+                )
+
+    def _term_after_assignment(self, partition: int, snap: Snapshot) -> bool:
+        """Whether the latest term below ``snap`` is another member's, begun (its marker
+        produced) after NELI assigned ``partition`` to this member, less the clock skew e; an
+        unknown timestamp counts as after. A term of this member's own (a resume) does not."""
+        if snap.term < 0 or snap.term in self._own_markers.get(partition, ()):
+            return False
+        since = self._neli.assigned_since(partition)
+        if since is None:
+            return False  # not assigned: not led either, the takeover ends anyway
+        return snap.term_wall < 0 or snap.term_wall >= since - self._skew_s
+
+    def _unclean_wait(self, partition: int, snap: Snapshot) -> float:
+        """How long a takeover whose marker found ``partition`` not released waits for the
+        release before it marks the end again (0: not at all). Without fencing only.
+
+        * The latest term's owner announced a hand-over below the marker, or nothing is known
+          of when it last led: it may be handing over, and stops within ``HANDOVER_FRESH_S``
+          of seeing the marker. Wait that long (plus margin) after this member's probe, unless
+          the probe was acknowledged longer ago than that (it stopped then).
+        * No announcement below the marker: the owner will not emit on k again (its tail reads
+          the marker before its own announcement, and it emits in a hand-over only once it
+          has read that back). What it produced while it still led may be in flight. It led
+          at most T after its last heartbeat, which NELI says was sent ``silent`` ago (within
+          e), and its output expires S after it was produced (``message.timeout.ms``): wait
+          until T + e + S have passed since that heartbeat. After a crash that is under a
+          second after the takeover's marker, instead of a whole grace period.
+        """
+        asked = time.monotonic() - HANDOVER_FRESH_S - 0.2
+        wait = HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
+        if not snap.handing_over:
+            silent = self._neli.previous_holder_silent_s(partition)
+            if silent is not None:
+                wait = max(0.0, self._output_expired_s - silent)
+        return wait
+
+    def _end_unbegun(
+        self, partition: int, snap: Snapshot, why: str, retry_after_s: float
+    ) -> TakeoverDeferredError:
+        """End the term of the takeover marker ``snap`` was captured at before it began.
+
+        The release says so, so that whoever is next need not wait out a grace period for
+        it; but if an earlier term was still open below the marker, it says that too
+        (``before`` = ``unclean``): that term's owner may still be emitting (it may be the
+        member that took the partition from us), and a release of ours must not make the
+        partition look released. Returns the deferral to record.
+        """
+        self._out.write_markers(
+            [partition],
+            RELEASE,
+            MARKER_TIMEOUT_S,
+            terms={partition: snap.offset},
+            unclean=() if snap.clean else (partition,),
+        )
+        self._waived.discard(partition)
+        return TakeoverDeferredError(why, retry_after_s=retry_after_s)
+
+    def _mark_ends(
+        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+    ) -> dict[int, Snapshot]:
+        """Write takeover markers and take the standby's state just before each one.
+
+        Partitions whose marker was not acknowledged, or not reached by the tail in time, go
+        to ``deferred`` (and are left out of the result).
+        """
+        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=MARKER_TIMEOUT_S)
+        for partition, offset in ends.items():
+            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
+        snaps: dict[int, Snapshot] = {}
+        for partition in partitions:
+            deferred.pop(partition, None)
+            if partition not in ends:
+                deferred[partition] = TakeoverDeferredError(
+                    "the takeover marker was not acknowledged"
+                )
+                continue
+            snap = self._standby.snapshot_at(partition, ends[partition], _CATCH_UP_S)
+            if snap is None:
+                deferred[partition] = TakeoverDeferredError(
+                    f"the standby tail did not reach the takeover marker at offset "
+                    f"{ends[partition]} within {_CATCH_UP_S:.0f} s",
+                    retry_after_s=0.5,
+                )
+                continue
+            snaps[partition] = snap
+        return snaps
