@@ -7,6 +7,8 @@
   (the old owner emitting until it is asked to stop); :mod:`.read_ahead` (input read during
   the grace period);
 * :mod:`.records`: what the relay reads from ``prices.raw``;
-* :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, control records;
+* :mod:`.standby`: the hot standby: every partition of ``prices`` tailed;
+* :mod:`.control`: the control records on ``prices``, and the view of a partition they fold
+  into;
 * :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans).
 """

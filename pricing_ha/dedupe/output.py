@@ -47,10 +47,7 @@ from opentelemetry.trace import Span
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
-from pricing_ha.dedupe.failover_spans import trace_switch
-from pricing_ha.dedupe.fences import Fences
-from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.dedupe.standby import (
+from pricing_ha.dedupe.control import (
     CHECKPOINT,
     HANDOVER,
     KEPT,
@@ -59,6 +56,9 @@ from pricing_ha.dedupe.standby import (
     TAKEOVER,
     TICK,
 )
+from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.dedupe.fences import Fences
+from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S

@@ -40,11 +40,12 @@ from confluent_kafka import (
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.control import RELEASE
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
-from pricing_ha.dedupe.standby import RELEASE, StandbyTail
+from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError

@@ -33,9 +33,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
 from pricing_ha.dedupe.output import RelayOutput
-from pricing_ha.dedupe.standby import PROBE, RELEASE, TAKEOVER, Snapshot, StandbyTail
+from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
 
 __all__ = ["LeadershipSource", "Succession"]

@@ -46,6 +46,11 @@ HANDOVER_ACCEPT_S = 10.0
 # the first second would explain. Holding commits longer only means that a successor re-reads
 # a little more.)
 START_HOLD_S = 5.0
+# While its input is idle, a worker commits its partitions' last committed positions again this
+# often. Another member that still believed it owned a partition (a zombie, or one fencing
+# itself) may have committed an older position after ours: the group's position then stays
+# behind, and its lag says so, until new input arrives. Found by the relay simulation.
+RECOMMIT_IDLE_S = 1.0
 
 
 class TakeoverDeferredError(PricingError):
@@ -67,7 +72,10 @@ class _Command:
     op: str  # "assign" | "unassign" | "handover"
     partition: int
     done: threading.Event = field(default_factory=threading.Event)
-    created: float = field(default_factory=time.monotonic)
+    # Looked up when called, not bound here: the relay simulation replaces this module's
+    # ``time`` (bound at import, a command's age mixed real and simulated clocks, and whether
+    # a hand-over was accepted depended on the machine's uptime).
+    created: float = field(default_factory=lambda: time.monotonic())  # noqa: PLW0108 (above)
 
 
 class PartitionWorker(abc.ABC):
@@ -96,6 +104,8 @@ class PartitionWorker(abc.ABC):
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
         self._starting: dict[int, float] = {}  # taken up, no record read yet: since when
         self._held: dict[tuple[str, int], TopicPartition] = {}  # commits held back meanwhile
+        self._committed: dict[tuple[str, int], TopicPartition] = {}  # the last sent, per partition
+        self._recommit_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -227,6 +237,23 @@ class PartitionWorker(abc.ABC):
             commits = list(self._held.values())
             self._held.clear()
             self.consumer.commit(offsets=commits, asynchronous=True)
+            for tp in commits:
+                self._committed[(tp.topic, tp.partition)] = tp
+            self._recommit_at = time.monotonic() + RECOMMIT_IDLE_S
+
+    def no_input(self) -> None:
+        """A turn of the loop that read nothing: idle work, then commits."""
+        self.idle()
+        if self._held:
+            self.commit_async([])  # what a starting partition held back
+        self.recommit_idle()
+
+    def recommit_idle(self) -> None:
+        """Input idle: commit the active partitions' last positions again, at most every
+        :data:`RECOMMIT_IDLE_S` (see there)."""
+        if not self._committed or self._held or time.monotonic() < self._recommit_at:
+            return  # (anything held goes out with a later commit, newer than these)
+        self.commit_async(list(self._committed.values()))
 
     def note_read(self, batch: list[Message]) -> None:
         """The worker loop read ``batch``: its partitions have started (see :meth:`starting`)."""
@@ -285,9 +312,7 @@ class PartitionWorker(abc.ABC):
                     continue
                 first = self.consumer.poll(FIRST_WAIT_S)
                 if first is None:
-                    self.idle()
-                    if self._held:
-                        self.commit_async([])  # what a starting partition held back
+                    self.no_input()
                     continue
                 batch = [first, *self.consumer.consume(BATCH - 1, 0)]
                 if self._starting:
@@ -324,7 +349,7 @@ class PartitionWorker(abc.ABC):
                 cmd.op == "handover" and in_time and self.hand_over(cmd.partition)
             ):
                 self.unassign(cmd.partition)
-                self.active.discard(cmd.partition)
+                self._leave(cmd.partition)
             cmd.done.set()
         self._take_up([c.partition for c in gained])
         for c in gained:
@@ -353,7 +378,14 @@ class PartitionWorker(abc.ABC):
         """Stop working on ``partition`` now; :meth:`_reconcile` resumes it when still led."""
         if partition in self.active:
             self.unassign(partition)
-            self.active.discard(partition)
+            self._leave(partition)
+
+    def _leave(self, partition: int) -> None:
+        """``partition`` is no longer worked on: what was committed for it is forgotten (taken
+        up again later, it must not be committed again from before)."""
+        self.active.discard(partition)
+        for key in [k for k in self._committed if k[1] == partition]:
+            del self._committed[key]
 
     def _reconcile(self) -> None:
         if self.wanted - self.active and not self.may_resume():

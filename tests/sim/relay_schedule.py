@@ -293,6 +293,8 @@ def build(
         # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
         # so that a seed's schedule does not change with this choice).
         worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
+        worker.read_ahead._clock = clock.monotonic
+        worker._out.producer._clock = clock.monotonic
         worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
         worker.standby.open()
         workers[name] = worker
@@ -366,9 +368,7 @@ def _turn(world: World, worker: RelayWorker, batch_max: int) -> None:
             worker.note_read(batch)
         worker.process(batch)
     else:
-        worker.idle()
-        if worker._held:
-            worker.commit_async([])
+        worker.no_input()
 
 
 def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from pricing_ha.dedupe.standby import (
+from pricing_ha.dedupe.control import (
     CHECKPOINT,
     HANDOVER,
     KEPT,
@@ -16,9 +16,9 @@ from pricing_ha.dedupe.standby import (
     RELEASE,
     TAKEOVER,
     PartitionView,
-    StandbyTail,
     control_kind,
 )
+from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.publishing.pricing import Price, encode_price
 

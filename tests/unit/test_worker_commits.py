@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import Message, TopicPartition
 
 from pricing_ha.member import worker as worker_module
-from pricing_ha.member.worker import START_HOLD_S, PartitionWorker
+from pricing_ha.member.worker import RECOMMIT_IDLE_S, START_HOLD_S, PartitionWorker
 
 TOPIC = "in"
 
@@ -36,6 +36,9 @@ class _Worker(PartitionWorker):
 
     def process(self, batch: list[Message]) -> None:
         """Not used."""
+
+    def idle(self) -> None:
+        """Nothing to release."""
 
     @property
     def commits(self) -> list[list[tuple[int, int]]]:
@@ -111,3 +114,29 @@ def test_a_barrier_commits_at_once_with_everything_held(clock: _Clock) -> None:
     assert w.commits == [[(0, 5)]]
     w.commit_async([], now=True)
     assert w.commits == [[(0, 5)]]  # nothing held: nothing sent
+
+
+def test_idle_input_commits_the_last_positions_again(clock: _Clock) -> None:
+    """With no input, the active partitions' last committed positions go out again every
+    RECOMMIT_IDLE_S (another member may have committed an older one since); a partition that
+    stopped being worked on is not, even once taken up again (its old position is stale)."""
+    w = _Worker()
+    w.active = {0, 1}
+    w.commit_async([_tp(0, 5), _tp(1, 9)])
+    w.commit_async([_tp(0, 7)])
+    w.no_input()
+    assert w.commits == [[(0, 5), (1, 9)], [(0, 7)]]  # not yet: committed just now
+    clock.now += RECOMMIT_IDLE_S * 1.1
+    w.drop(1)
+    w.no_input()
+    assert w.commits[2:] == [[(0, 7)]]
+    w.no_input()
+    assert len(w.commits) == 3  # once per interval
+    w.active.add(1)  # taken up again: nothing committed for it since
+    clock.now += RECOMMIT_IDLE_S * 1.1
+    w.no_input()
+    assert w.commits[3:] == [[(0, 7)]]
+    w.drop(0)
+    clock.now += RECOMMIT_IDLE_S * 1.1
+    w.no_input()
+    assert len(w.commits) == 4  # nothing committed for what is active: nothing to send

@@ -1,0 +1,245 @@
+"""Control records on ``prices``, and the view of a partition they fold into.
+
+A relay member writes control records (:data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) beside
+the prices on ``prices[k]``; every member's standby tail (:mod:`.standby`) folds the prices and
+the control records of each partition, in order, into a :class:`PartitionView`. The fold is
+a pure function of the records: the view after ``[0, position)`` is the same whoever read it,
+which is what makes a checkpoint (a view written to the partition) valid for every reader.
+
+The kinds of control record on ``prices[k]``:
+
+* ``takeover``: a relay is about to emit on k. Its offset is that owner's *term*; everything
+  appended before it is below it, so reading up to it yields complete high-water marks.
+* ``release``: the owner of term t stopped emitting on k and every record it produced there was
+  acknowledged before this record was written (header ``term`` = t). A member revoked while
+  taking k up releases the term it never began; if it found k not released below its
+  takeover marker, the release says so (header ``before`` = ``unclean``) and does not count
+  as one: the owner of the earlier term may still be emitting.
+* ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
+* ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
+  record (its value, JSON). Owners write one about every second while prices arrive.
+* ``handover``: the owner of term t (header ``term``) has been revoked by a planned rebalance
+  and is handing k over: it emits on k until a successor asks, but only once its own tail has
+  read this record back. A successor that finds no announcement of the latest term below
+  its takeover marker knows that owner will not emit on k again (it sees the marker first),
+  so it need not wait for a release (without fencing, it still waits until whatever that owner
+  produced while it led has landed or expired: see :mod:`pricing_ha.dedupe.succession`).
+* ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
+  goes on under its term: its announcement no longer holds.
+* ``tick``: written by an owner handing k over that may not emit because its tail has not
+  seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
+  back has seen everything appended before it, a successor's request included. It means
+  nothing to anyone else.
+
+:class:`Snapshot` is the state of a partition just *before* one of this member's own control
+records (recognised by the ``marker`` header this member's token starts), captured by the tail
+as it passes the record: what a takeover starts from, and whether the partition was *cleanly
+released* (the owner of the latest term released it, and nothing but control records came
+after): then no earlier owner can still append, and the new owner need not wait out its grace.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import orjson
+from confluent_kafka import Message
+
+from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list
+from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+
+__all__ = [
+    "CHECKPOINT",
+    "HANDOVER",
+    "KEPT",
+    "PROBE",
+    "RELEASE",
+    "TAKEOVER",
+    "TICK",
+    "PartitionView",
+    "Snapshot",
+    "control_kind",
+    "seq_of",
+]
+
+TAKEOVER = b"takeover"
+RELEASE = b"release"
+PROBE = b"probe"
+CHECKPOINT = b"checkpoint"
+TICK = b"tick"
+HANDOVER = b"handover"
+KEPT = b"kept"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A partition's state just before one of this member's control records.
+
+    Attributes:
+        offset: the control record's offset.
+        high: every instrument's highest seq below ``offset``.
+        clean: the partition was cleanly released below ``offset`` (see the module docstring),
+            or never had an owner.
+        term: the offset of the last takeover marker below ``offset`` (-1: none).
+        handing_over: the owner of that term announced a hand-over below ``offset``.
+        term_wall: that marker's timestamp in seconds (when its writer produced it, by its
+            clock), -1 if not known.
+    """
+
+    offset: int
+    high: dict[str, int]
+    clean: bool
+    term: int = -1
+    handing_over: bool = False
+    term_wall: float = -1.0
+
+
+@dataclass(slots=True)
+class PartitionView:
+    """What the tail knows about one partition of ``prices``."""
+
+    position: int = 0  # the next offset to read
+    high: dict[str, int] = field(default_factory=dict)
+    last_data: int = -1  # offset of the last price
+    term: int = -1  # offset of the last takeover marker
+    term_wall: float = -1.0  # its timestamp (s; its writer's clock), -1: not known
+    released_term: int = -1  # the term named by the last release marker
+    released_at: int = -1  # offset of the last release marker
+    handover_term: int = -1  # the term named by the last hand-over announcement
+    # member token -> offset of its last probe or takeover, from the last takeover on (what
+    # a reader needs to know whether *another* member asked since its own term; the same
+    # whoever reads it, so that a checkpoint is valid for every reader)
+    requests: dict[str, int] = field(default_factory=dict)
+    at_end: bool = False  # reached the end of the partition at least once
+    end_mono: float = float("-inf")  # when the tail last reached the end (monotonic)
+
+    @property
+    def clean(self) -> bool:
+        """Released by the owner of the latest term, with no price after the release."""
+        if self.term < 0 and self.last_data < 0:
+            return True  # never owned
+        return self.released_term == self.term and self.released_at > self.last_data
+
+    @property
+    def handing_over(self) -> bool:
+        """The owner of the latest term announced that it is handing the partition over."""
+        return self.term >= 0 and self.handover_term == self.term
+
+    def requested_after(self, offset: int, me: str) -> bool:
+        """Whether a member other than token ``me`` asked for the partition after ``offset``
+        (exact for ``offset`` at or above the last takeover: earlier requests are forgotten
+        when a takeover comes, and a reader asks about its own latest term)."""
+        return any(at > offset and who != me for who, at in self.requests.items())
+
+    def fold_price(self, offset: int, got: tuple[str, int] | None) -> None:
+        """A price at ``offset`` (its instrument and seq, if it has them)."""
+        if got is not None:
+            instrument, seq = got
+            if seq > self.high.get(instrument, 0):
+                self.high[instrument] = seq
+        self.last_data = offset
+
+    def fold_control(self, offset: int, kind: bytes, values: dict[str, bytes], wall: float) -> None:
+        """A control record at ``offset`` (its kind, headers, and timestamp in seconds)."""
+        marker = values.get("marker", b"")
+        if kind == TAKEOVER:
+            self.term, self.term_wall = offset, wall
+            self.requests.clear()
+        if kind in (TAKEOVER, PROBE):
+            self.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
+        elif kind == HANDOVER:
+            term = values.get("term", b"")
+            self.handover_term = int(term) if term.isdigit() else -2
+        elif kind == KEPT and values.get("term", b"") == str(self.handover_term).encode():
+            self.handover_term = -1
+        elif kind == RELEASE and values.get("before") != b"unclean":
+            # (A release saying it found the partition unclean ends a term that never began:
+            # an earlier owner may still be emitting, so the partition stays unreleased.)
+            term = values.get("term", b"")
+            released = int(term) if term.isdigit() else -2
+            if 0 <= released < self.term and self.released_term == self.term:
+                # A late release of an earlier term (a deposed owner that noticed its loss
+                # only now) says nothing about the latest term's owner, which has released
+                # already: the partition stays released. Before, it made the partition look
+                # unreleased, and a member resuming it waited for a release nobody would
+                # write (the fault drill: 1.2 s, while the rebalance waited on it).
+                return
+            self.released_term = released
+            self.released_at = offset
+
+    def encode(self) -> bytes:
+        """The view as a checkpoint record's value (everything but when it was read)."""
+        return orjson.dumps(
+            {
+                "v": 1,
+                "position": self.position,
+                "high": self.high,
+                "last_data": self.last_data,
+                "term": self.term,
+                "term_wall": self.term_wall,
+                "released_term": self.released_term,
+                "released_at": self.released_at,
+                "handover_term": self.handover_term,
+                "requests": self.requests,
+            }
+        )
+
+    @classmethod
+    def decode(cls, value: bytes, offset: int) -> PartitionView | None:
+        """The view a checkpoint record at ``offset`` carries; ``None`` if it is not one (a
+        malformed value, or a position above the record itself)."""
+        try:
+            doc = orjson.loads(value)
+            view = cls(
+                position=_int(doc["position"]),
+                high={str(k): _int(v) for k, v in doc["high"].items()},
+                last_data=_int(doc["last_data"]),
+                term=_int(doc["term"]),
+                term_wall=float(doc.get("term_wall", -1.0)),
+                released_term=_int(doc["released_term"]),
+                released_at=_int(doc["released_at"]),
+                handover_term=_int(doc.get("handover_term", -1)),
+                requests={str(k): _int(v) for k, v in doc["requests"].items()},
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError):
+            return None
+        if doc.get("v") != 1 or not 0 <= view.position <= offset:
+            return None
+        return view
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def control_kind(headers: Headers) -> tuple[bytes, dict[str, bytes]] | None:
+    """``(kind, headers)`` of a control record, or ``None`` for a price."""
+    pairs = header_list(headers)
+    if not any(name == CONTROL_HEADER for name, _ in pairs):
+        return None
+    values = {k: v.encode() if isinstance(v, str) else (v or b"") for k, v in pairs}
+    return values[CONTROL_HEADER], values
+
+
+def seq_of(msg: Message, headers: Headers) -> tuple[str, int] | None:
+    """Instrument and seq of a price on ``prices`` (its ``seq`` header, else its value).
+
+    The instrument is interned, as the relay's arbiter interns it (``records``): the view's
+    mark and the arbiter's line then share one string per instrument, not one copy each.
+    """
+    key = msg.key()
+    if not isinstance(key, bytes):
+        return None
+    for name, value in header_list(headers):
+        if name == "seq" and value:
+            raw = value.decode() if isinstance(value, bytes) else value
+            if raw.isdigit():
+                return sys.intern(key.decode(errors="replace")), int(raw)
+    try:
+        price = decode_price(msg.value() or b"")
+    except InvalidPriceError:
+        return None
+    return sys.intern(price.instrument), price.seq
