@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -181,6 +182,43 @@ def raw_prices(seed: int, seqs: int = 25) -> list[list[tuple[bytes, bytes | None
 
 # -- running ----------------------------------------------------------------------------------
 
+_REAL_CLOCKS = (time.monotonic, time.time, time.time_ns, time.perf_counter)
+
+
+def _decides(kind: type) -> bool:
+    """Whether objects of ``kind`` can steer the relay: the project's own, but for its
+    telemetry (metrics read clocks for what they report, and nothing reads them back)."""
+    module = getattr(kind, "__module__", "")
+    return module.startswith("pricing_ha") and not module.startswith("pricing_ha.telemetry")
+
+
+def real_clocks(root: object, depth: int = 4) -> list[str]:
+    """Where, among ``root``'s attributes (followed ``depth`` objects deep), a real clock
+    function is held: a run would then depend on the machine's clocks, not only on its seed.
+
+    (It happened: a worker command's creation time came from the real monotonic clock and its
+    age from the simulated one, so on a machine up for less than the simulated clock's start
+    every simulated hand-over was refused as too old.)
+    """
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def walk(obj: object, path: str, left: int) -> None:
+        if id(obj) in seen or left < 0:
+            return
+        seen.add(id(obj))
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for name, value in attrs.items():
+            if any(value is c for c in _REAL_CLOCKS):
+                found.append(f"{path}.{name}")
+            elif _decides(type(value)):
+                walk(value, f"{path}.{name}", left - 1)
+
+    walk(root, type(root).__name__, depth)
+    return found
+
 
 @contextmanager
 def simulated_time(clock: SimTime) -> Iterator[None]:
@@ -293,8 +331,11 @@ def build(
         # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
         # so that a seed's schedule does not change with this choice).
         worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
+        # Clocks injected at construction (defaulting to the real one) get the simulated one.
         worker.read_ahead._clock = clock.monotonic
         worker._out.producer._clock = clock.monotonic
+        leaks = real_clocks(worker)
+        assert not leaks, f"the simulated relay still holds real clocks at {leaks}"
         worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
         worker.standby.open()
         workers[name] = worker

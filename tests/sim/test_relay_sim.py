@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import os
+import time
 from typing import Any
 
 import pytest
@@ -56,6 +57,7 @@ from tests.sim.relay_schedule import (
     build,
     random_steps,
     raw_prices,
+    real_clocks,
     report,
     run,
     shrink,
@@ -428,3 +430,20 @@ def test_a_takeover_finding_a_term_begun_after_its_assignment_waits() -> None:
     start a second term beside it: it defers, by the marker's timestamp against NELI's."""
     outcome = run(18083, _TERM_AFTER_OUR_ASSIGNMENT, fencing="none")
     assert not outcome.failed, report(outcome)
+
+
+def test_a_simulated_run_depends_on_its_seed_not_on_the_machines_clocks() -> None:
+    """No simulated worker holds a real clock (the guard finds one planted), and a command
+    a worker queues is timed on the simulated clock: a run is a function of its seed and
+    steps, not of the machine's uptime."""
+    world, workers = build(1, ghosts=False, verbose=False)
+    worker = workers["A"]
+    assert real_clocks(worker) == []
+    real = worker.read_ahead._clock
+    worker.read_ahead._clock = time.monotonic
+    assert real_clocks(worker) == ["RelayWorker.read_ahead._clock"]
+    worker.read_ahead._clock = real
+    world.clock.advance(1e6)  # far from any real monotonic reading
+    with simulated_time(world.clock):
+        worker.request("handover", 0)
+    assert worker._commands.get_nowait().created == world.clock.now
