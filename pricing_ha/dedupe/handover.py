@@ -1,10 +1,18 @@
-"""The old owner's side of a planned move: keep emitting until the successor asks.
+"""The old owner's side of a move: keep emitting until the successor asks.
 
 A planned revocation (SIGTERM, a member joining) does not stop a relay member at once. It goes
 on emitting on ``prices[k]`` under the term it holds, and stops (flush, then a release marker)
 once the successor asks: its probe or takeover marker appears on ``prices[k]`` after this
 member's own takeover marker. So a move costs the probe's and the release's round trips, not
 a rebalance plus S + T.
+
+An unplanned loss is handed over the same way: a lost session, or a fence (the member's own
+NELI heartbeat late). The rule below does not rest on NELI's leadership, only on what the
+member reads on ``prices[k]`` itself, so it holds for a member that NELI no longer trusts;
+what it buys is that a stall of the broker or of the group coordinator longer than the
+session timeout, which expires every relay at once, no longer silences ``prices`` until the
+group has re-formed (on the embedded broker about 3.5-4.5 s after the sessions were lost). A
+member that cannot read ``prices[k]`` (paused, cut off) cannot emit under it either.
 
 The rule that makes this safe without fencing: the member emits only while its standby tail
 has read ``prices[k]`` to its end within :data:`HANDOVER_FRESH_S`, so it sees a successor's
@@ -95,14 +103,18 @@ class HandOvers:
         return set(self._until)
 
     def begin(self, partition: int) -> bool:
-        """A planned revocation: keep emitting until the successor asks (False: no term).
+        """The partition was revoked (planned, or the session lost) or fenced: keep emitting
+        until the successor asks (False: no term).
 
         Without fencing, an announcement on ``prices[k]`` says so, so that a successor whose
-        marker finds the partition not released knows to wait for the release.
+        marker finds the partition not released knows to wait for the release. A partition
+        already being handed over (fenced, then its session lost) goes on as it was.
         """
         term = self._terms.get(partition)
         if term is None:
             return False
+        if partition in self._until:
+            return True
         self._until[partition] = time.monotonic() + self.bound_s
         if not self._out.fencing:
             self._out.announce(partition, term)

@@ -218,11 +218,15 @@ class RelayWorker(PartitionWorker):
         from before the revocation, and somebody else may have taken one since.
         """
         if partition in self._handovers:
-            return self._handovers.may_emit(partition)
+            # Not while NELI's stall guard holds this process off: a pause that stopped the
+            # monotonic clock would leave the tail looking fresh while a successor's request
+            # waits unread (a hand-over after FENCED is exactly that case).
+            return not self._neli.recovering() and self._handovers.may_emit(partition)
         return self._neli.leads(partition)
 
     def hand_over(self, partition: int) -> bool:
-        """A planned revocation: keep emitting until the successor asks (:mod:`.handover`).
+        """A revocation (planned, or the session lost) or a fence: keep emitting until the
+        successor asks (:mod:`.handover`).
 
         The barrier returns at once and the rebalance goes on while this member keeps
         ``prices[k]`` flowing. The successor's probe or takeover marker stops it: it then

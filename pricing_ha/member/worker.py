@@ -178,7 +178,7 @@ class PartitionWorker(abc.ABC):
         return None
 
     def hand_over(self, partition: int) -> bool:
-        """A planned revocation of an active partition: keep working on it for now?
+        """An active partition revoked (planned or not) or fenced: keep working on it for now?
 
         The default is no (the partition is unassigned at once, inside the barrier). A
         subclass that returns True keeps ``partition`` active and must itself :meth:`drop` it
@@ -187,7 +187,7 @@ class PartitionWorker(abc.ABC):
         return False
 
     def will_hand_over(self, partition: int) -> bool:
-        """Whether a planned revocation of ``partition`` will be a hand-over (read from the
+        """Whether losing ``partition`` will be a hand-over (read from the
         event loop's thread, so answered from state that is safe to read there).
 
         If so, the barrier does not wait for the worker to apply it (:meth:`barrier_handler`).
@@ -287,8 +287,13 @@ class PartitionWorker(abc.ABC):
         """A NELI barrier handler: gains assign; losses unassign and wait until applied."""
         if event.kind.gains:
             self.request("assign", event.partition)
-        elif event.kind is EventKind.REVOKED and event.reason == "rebalance":
-            # Planned: the worker decides (hand_over) whether to let go now or hand over.
+        elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
+            # Planned (a rebalance) or not (fenced, session lost): the worker decides
+            # (hand_over) whether to let go now or hand over. A worker that hands over keeps
+            # its output safe by a rule of its own that does not rest on NELI's leadership
+            # (the relay's: its successor's request, read on the output itself), so it may
+            # also ride through a lost session or a fence: a stall of the broker or of the
+            # group coordinator then does not silence it until the group has re-formed.
             done = self.request("handover", event.partition)
             if self.will_hand_over(event.partition):
                 # Nothing to flush first: the partition keeps being worked on until its
@@ -296,9 +301,6 @@ class PartitionWorker(abc.ABC):
                 # revoked partition, held a relay's rejoin back 1.7 s for 8 partitions in the
                 # fault drill, and with it the successor.
                 return
-            await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
-        elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
-            done = self.request("unassign", event.partition)
             await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
 
     def _run(self) -> None:

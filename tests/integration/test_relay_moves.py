@@ -14,6 +14,7 @@ import itertools
 import time
 from pathlib import Path
 
+from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
 from pricing_ha.local.procs import ProcessGroup
@@ -112,3 +113,42 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
     prices = cluster.read("prices")
     after = {r.key.decode() for r in prices if r.key is not None and r.timestamp_ms > resumed_ms}
     assert after == set(cluster.expected()), "every instrument flows on prices after the stall"
+
+
+def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_group(
+    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
+) -> None:
+    """The broker paused past the relays' S, so every relay's session expires at once: each
+    hands its partitions over instead of stopping, so ``prices`` resumes with the broker,
+    not once the relay group has re-formed (3.4-4.3 s after the sessions were lost on the
+    embedded broker, then the takeovers), and stays exactly once."""
+    relay_s = RelayConfig().session_timeout_ms / 1000
+    stall_s = relay_s + 0.5
+    cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
+    cluster.create_topics()
+    cluster.publisher("p1", "a")
+    cluster.publisher("p2", "a")
+    cluster.relay("r1")
+    cluster.wait_led(["p1", "p2", "relay"])
+    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
+    cluster.relay("r2")
+    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=6 * S + 10)
+    time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
+    paused_ms = time.time() * 1000
+    embedded_broker.pause()
+    try:
+        time.sleep(stall_s)  # the stall's duration, not a wait for a condition
+    finally:
+        embedded_broker.resume()
+    assert cluster.members["feed"].wait(120) == 0
+    _wait_exactly_once(cluster)
+    prices = cluster.read("prices")
+    silence = _silence_between(prices, paused_ms, paused_ms + (stall_s + 4 * S) * 1000)
+    worst = max(silence, key=lambda i: silence[i])
+    print(
+        f"longest silence on prices across a {stall_s:.1f} s broker stall: {silence[worst]:.2f} s"
+    )
+    # The stall itself, then at most a planned move's worth (the tails reading prices again,
+    # the hand-over announcements read back; later the re-formed group's moves).
+    assert silence[worst] < stall_s + PLANNED_MOVE_BOUND_S, _explain(prices, worst)

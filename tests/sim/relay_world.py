@@ -606,7 +606,9 @@ class World:
                 self.last_led[partition] = max(self.last_led.get(partition, until), until)
                 self.note(f"{name} fences itself on {partition} (zombie ends)")
                 if self.owner.get(partition) != name:
-                    self._command(name, "unassign", partition)
+                    # Its session found lost (or its fence): handed over, as its barrier
+                    # handler asks (the worker lets go at once if it holds no term).
+                    self._command(name, "handover", partition)
         for partition, owner in sorted(self.owner.items(), key=lambda kv: kv[0]):
             if (
                 owner is not None
@@ -635,7 +637,7 @@ class World:
             # heartbeat check fails, always before the successor's grace period T ends.
             self.zombies[(old, partition)] = self.clock.now + zombie_s
         else:
-            self._command(old, "unassign", partition)
+            self._command(old, "handover", partition)  # a lost session: as planned, to it
 
     def move(self, partition: int, new: str | None, *, planned: bool, zombie_s: float) -> None:
         """Reassign ``partition`` (to nobody when ``new`` is None)."""
@@ -668,7 +670,7 @@ class World:
         self.fenced.add((name, partition))
         self.last_led[partition] = self.clock.now
         self.acquired_sent[partition] = False
-        self._command(name, "unassign", partition)
+        self._command(name, "handover", partition)  # as its barrier handler asks
 
     def resume(self, name: str, partition: int) -> None:
         """RESUMED: heartbeats fresh again; it leads again (no grace: nobody else did)."""

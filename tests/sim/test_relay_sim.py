@@ -447,3 +447,63 @@ def test_a_simulated_run_depends_on_its_seed_not_on_the_machines_clocks() -> Non
     with simulated_time(world.clock):
         worker.request("handover", 0)
     assert worker._commands.get_nowait().created == world.clock.now
+
+
+def _relay_for(world: Any, workers: dict[str, Any], raw: Any, names: str, s: float) -> None:
+    """Prices keep arriving for ``s`` seconds while the members ``names`` turn."""
+    for _ in range(round(s / 0.05)):
+        apply_step(world, workers, ("advance", 0.05), raw)
+        apply_step(world, workers, ("publish", 0, 1), raw)
+        world.pump()
+        for name in names:
+            apply_step(world, workers, ("turn", name, 50), raw)
+
+
+def test_a_fenced_owner_keeps_emitting_until_its_successor_asks() -> None:
+    """The owner is fenced (its NELI heartbeat late: a broker or coordinator stall), then its
+    session is lost and the partition goes to B: it hands the partition over as in a planned
+    move, so ``prices`` keeps flowing until B has asked and taken over, exactly once."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        world.fence("A", 0)
+        apply_step(world, workers, ("stall", "A", 0.5), raw)  # NELI's stall guard: held off
+        before = a.stats.relayed
+        _relay_for(world, workers, raw, "A", 0.4)
+        assert a.stats.relayed == before, "emitted in a hand-over while the stall guard held"
+        _relay_for(world, workers, raw, "A", 1.0)
+        assert 0 in a.active
+        assert a.stats.relayed > before, "a fenced owner handing over stopped emitting"
+        world.move(0, "B", planned=False, zombie_s=0.0)  # the group re-formed without A
+        _relay_for(world, workers, raw, "AB", 3.0)
+        assert 0 not in a.active
+        assert 0 in b.active
+        assert b.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations
+
+
+def test_a_fence_then_resume_goes_on_without_a_takeover() -> None:
+    """Fenced, then its heartbeats fresh again with nothing changed: the owner goes on under
+    its term (no new takeover marker, no rebuild), emitting throughout."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    a = workers["A"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        takeovers, term = a.stats.takeovers, a._terms[0]
+        world.fence("A", 0)
+        _relay_for(world, workers, raw, "A", 0.5)
+        world.resume("A", 0)
+        before = a.stats.relayed
+        _relay_for(world, workers, raw, "A", 2.0)
+        assert a.stats.relayed > before
+        assert a.stats.takeovers == takeovers
+        assert a._terms[0] == term
+        assert 0 not in a._handovers
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations

@@ -67,26 +67,32 @@ async def _returns_before_the_worker_turns(worker: _Worker, event: LeadershipEve
     return False
 
 
+LOSSES = [
+    (EventKind.REVOKED, "rebalance"),
+    (EventKind.REVOKED, "session lost"),
+    (EventKind.FENCED, "heartbeat timeout"),
+]
+
+
 @pytest.mark.asyncio
-async def test_a_hand_over_does_not_hold_the_rebalance_for_the_worker() -> None:
+@pytest.mark.parametrize(("kind", "reason"), LOSSES)
+async def test_a_hand_over_does_not_hold_the_rebalance_for_the_worker(
+    kind: EventKind, reason: str
+) -> None:
+    """A loss the worker hands over (planned, a lost session or a fence alike) returns from
+    the barrier at once, and the partition stays active."""
     w = _Worker(handing={3})
     w.active = {3, 4}
-    assert await _returns_before_the_worker_turns(w, _event(EventKind.REVOKED, 3, "rebalance"))
+    assert await _returns_before_the_worker_turns(w, _event(kind, 3, reason))
     w.turn()  # applied on the worker's next turn: still active, handed over
     assert w.active == {3, 4}
     assert w.unassigned == []
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    ("kind", "reason"),
-    [
-        (EventKind.REVOKED, "rebalance"),  # planned, but this partition is not handed over
-        (EventKind.REVOKED, "session lost"),
-        (EventKind.FENCED, "heartbeat timeout"),
-    ],
-)
+@pytest.mark.parametrize(("kind", "reason"), LOSSES)
 async def test_other_losses_wait_until_the_worker_let_go(kind: EventKind, reason: str) -> None:
+    """A loss the worker does not hand over waits in the barrier until it let go."""
     w = _Worker(handing={3})
     w.active = {3, 4}
     assert not await _returns_before_the_worker_turns(w, _event(kind, 4, reason))
