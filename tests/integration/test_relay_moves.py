@@ -17,7 +17,7 @@ from pathlib import Path
 from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.procs import Proc, ProcessGroup
 from tests.integration.test_relay import _explain, _wait_exactly_once
 from tests.waiting import wait_for
 
@@ -44,6 +44,20 @@ def _silence_between(records: list[Record], lo_ms: float, hi_ms: float) -> dict[
 
 def _took(cluster: PricingCluster, relay: str) -> int:
     return cluster.members[f"relay-{relay}"].log_path.read_text().count("relay took partition")
+
+
+def _two_relays(cluster: PricingCluster) -> Proc:
+    """Topics, one publisher per group, relay r1 owning every partition, then r2 joining and
+    taking some over; returns r1."""
+    cluster.create_topics()
+    cluster.publisher("p1", "a")
+    cluster.publisher("p2", "a")
+    r1 = cluster.relay("r1")
+    cluster.wait_led(["p1", "p2", "relay"])
+    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
+    cluster.relay("r2")
+    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    return r1
 
 
 def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
@@ -89,14 +103,7 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
 ) -> None:
     """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
-    cluster.create_topics()
-    cluster.publisher("p1", "a")
-    cluster.publisher("p2", "a")
-    r1 = cluster.relay("r1")
-    cluster.wait_led(["p1", "p2", "relay"])
-    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
-    cluster.relay("r2")
-    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    r1 = _two_relays(cluster)
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     r1.kill()
@@ -125,14 +132,7 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
     relay_s = RelayConfig().session_timeout_ms / 1000
     stall_s = relay_s + 0.5
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
-    cluster.create_topics()
-    cluster.publisher("p1", "a")
-    cluster.publisher("p2", "a")
-    cluster.relay("r1")
-    cluster.wait_led(["p1", "p2", "relay"])
-    wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
-    cluster.relay("r2")
-    wait_for(lambda: _took(cluster, "r2") >= 1, 60, "r2 to take partitions over")
+    _two_relays(cluster)
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=6 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     paused_ms = time.time() * 1000
