@@ -18,12 +18,13 @@ The kinds of control record on ``prices[k]``:
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
-* ``handover``: the owner of term t (header ``term``) has been revoked by a planned rebalance
-  and is handing k over: it emits on k until a successor asks, but only once its own tail has
-  read this record back. A successor that finds no announcement of the latest term below
-  its takeover marker knows that owner will not emit on k again (it sees the marker first),
-  so it need not wait for a release (without fencing, it still waits until whatever that owner
-  produced while it led has landed or expired: see :mod:`pricing_ha.dedupe.succession`).
+* ``handover``: the owner of term t (header ``term``) has lost k (a planned rebalance, a lost
+  session or a fence) and is handing k over: it emits on k until a successor asks, but only
+  once its own tail has read this record back. A successor that finds no announcement of the
+  latest term below its takeover marker knows that owner will not emit on k again (it sees
+  the marker first), so it need not wait for a release (without fencing, it still waits until
+  whatever that owner produced while it led has landed or expired: see
+  :mod:`pricing_ha.dedupe.succession`).
 * ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
   goes on under its term: its announcement no longer holds.
 * ``tick``: written by an owner handing k over that may not emit because its tail has not

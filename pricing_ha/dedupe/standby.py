@@ -4,7 +4,8 @@ A relay member keeps, for *every* partition of ``prices`` (owned or not), each i
 highest seq and the partition's last control records, by reading the topic as it grows. Taking a
 partition over then costs a short read (from where the tail is to the new owner's takeover
 marker), not a scan of the partition from its start: the cost does not grow with retention or
-backlog, and a FENCED -> RESUMED flap with nothing changed costs one marker round trip.
+backlog, and a FENCED -> RESUMED flap with nothing changed costs nothing (the owner hands the
+partition over on FENCED and goes on under its term when it is given back: :mod:`.handover`).
 
 Control records on ``prices[k]`` (takeover, release, probe, checkpoint, hand-over, kept, tick)
 and the :class:`~.control.PartitionView` they fold into are described in :mod:`.control`.

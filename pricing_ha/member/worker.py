@@ -284,7 +284,8 @@ class PartitionWorker(abc.ABC):
         self._thread.join(timeout=FLUSH_TIMEOUT_S + 5)
 
     async def barrier_handler(self, event: LeadershipEvent) -> None:
-        """A NELI barrier handler: gains assign; losses unassign and wait until applied."""
+        """A NELI barrier handler: gains assign; losses go to :meth:`hand_over` (and, unless it
+        hands the partition over, wait until the worker has let go)."""
         if event.kind.gains:
             self.request("assign", event.partition)
         elif event.kind in (EventKind.REVOKED, EventKind.FENCED):
