@@ -45,6 +45,7 @@ from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
 from pricing_ha.kafka.headers import header_list
@@ -187,6 +188,15 @@ class RelayWorker(PartitionWorker):
         self._handovers = HandOvers(
             self.standby, self._out, neli, terms=self._terms, wanted=self.wanted, drop=self.drop
         )
+        self._restarts = Restarts(
+            self.standby,
+            self._out,
+            terms=self._terms,
+            handing_over=self._handovers.__contains__,
+            leads=neli.leads,
+            drop=self.drop,
+            resume=self._resume,
+        )
         self._succession = Succession(cfg, self.standby, self._out, neli)
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
@@ -217,6 +227,8 @@ class RelayWorker(PartitionWorker):
         partition again (given back), because the term this member emits under is the one
         from before the revocation, and somebody else may have taken one since.
         """
+        if partition in self._restarts:
+            return False  # its output failed: not until it has started over (.restart)
         if partition in self._handovers:
             # Not while NELI's stall guard holds this process off: a pause that stopped the
             # monotonic clock would leave the tail looking fresh while a successor's request
@@ -353,6 +365,7 @@ class RelayWorker(PartitionWorker):
             elif now - since > _PAUSE_MAX_S:
                 del self._paused[partition]
                 self.drop(partition)
+        self._restarts.tend()
         grace = self._neli.in_grace()
         self._handovers.tend(grace)
         self._tend_grace(grace)
@@ -462,6 +475,8 @@ class RelayWorker(PartitionWorker):
         self._paused.pop(partition, None)
         self._first_price.pop(partition, None)
         term = self._terms.pop(partition, None)
+        if self._restarts.end(partition):
+            failed.add(partition)  # its output failed earlier: it is not released
         if partition not in failed and term is not None:
             released = self._out.write_markers(
                 [partition], RELEASE, MARKER_TIMEOUT_S, terms={partition: term}
@@ -563,10 +578,40 @@ class RelayWorker(PartitionWorker):
         failed = out.flush(self._arbiters)
         self._commit(last, lost | failed)
         self._pause(paused, lost | failed)
-        for partition in failed:
-            # Output was not acknowledged: start the partition over (rebuild the high-water
-            # marks from prices, re-read prices.raw from the last commit) while still leading.
+        self._output_failed(lost | failed)
+
+    def _output_failed(self, partitions: set[int]) -> None:
+        """Output to ``partitions`` was not acknowledged: start each over (new high-water marks
+        from ``prices``, ``prices.raw`` re-read from the last commit). One still led is dropped
+        and taken up again; one being handed over starts over in place (:mod:`.restart`)."""
+        for partition in self._restarts.failed(partitions & self.active):
             self.drop(partition)
+
+    def _resume(self, partition: int, high: dict[str, int]) -> bool:
+        """Start ``partition`` over in place from ``high`` (:mod:`.restart`): a new arbiter, and
+        ``prices.raw[k]`` re-read from the last commit this member made (or the group's)."""
+        raw = self._cfg.topics.raw
+        sent = self.last_commit(raw, partition)
+        if sent is None:
+            try:
+                got = self.consumer.committed(
+                    [TopicPartition(raw, partition)], timeout=_COMMITTED_TIMEOUT_S
+                )
+            except KafkaException:
+                return False
+            if not got or got[0].error is not None:
+                return False
+            sent = got[0].offset if got[0].offset >= 0 else OFFSET_BEGINNING
+        try:
+            self.consumer.seek(TopicPartition(raw, partition, sent))
+        except KafkaException:
+            return False
+        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+        for instrument, seq in high.items():
+            arbiter.set_high_water(instrument, seq)
+        self._arbiters[partition] = arbiter
+        self._out.track(partition, arbiter)
+        return True
 
     def _log_first_price(self, partition: int) -> None:
         """Log how long after its takeover a partition's first ``prices.raw`` record was
@@ -587,8 +632,7 @@ class RelayWorker(PartitionWorker):
             return
         lost: set[int] = set()
         self._expire(time.monotonic(), lost)
-        for partition in lost | self._out.poll(self._arbiters):
-            self.drop(partition)
+        self._output_failed(lost | self._out.poll(self._arbiters))
 
     def _expire(self, now: float, lost: set[int]) -> None:
         for partition, arbiter in list(self._arbiters.items()):
@@ -634,5 +678,3 @@ class RelayWorker(PartitionWorker):
             commits.append(TopicPartition(self._cfg.topics.raw, partition, upto))
         if commits:
             self.commit_async(commits)
-        for partition in lost:
-            self.drop(partition)

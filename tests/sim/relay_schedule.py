@@ -8,7 +8,9 @@ by the schedule's seed, so a replay of the same steps is the same run.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
+import pkgutil
 import random
 import time
 from collections.abc import Iterator
@@ -18,13 +20,9 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, Message, Producer
 
+import pricing_ha.dedupe
 from pricing_ha.config import AppConfig
 from pricing_ha.config._roles import RelayConfig
-from pricing_ha.dedupe import handover as handover_mod
-from pricing_ha.dedupe import output as output_mod
-from pricing_ha.dedupe import relay_worker as relay_mod
-from pricing_ha.dedupe import standby as standby_mod
-from pricing_ha.dedupe import succession as succession_mod
 from pricing_ha.dedupe.output import RelayStats
 from pricing_ha.dedupe.relay import RelayClients, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
@@ -220,10 +218,20 @@ def real_clocks(root: object, depth: int = 4) -> list[str]:
     return found
 
 
+def _time_users() -> list[Any]:
+    """The relay's modules that read the ``time`` module: every module of
+    :mod:`pricing_ha.dedupe` that imports it, and the partition worker's. Found, not listed, so
+    that a new module cannot run on the real clock inside a simulation."""
+    package = pricing_ha.dedupe
+    names = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    mods = [importlib.import_module(name) for name in names]
+    return [m for m in [*mods, worker_mod] if getattr(m, "time", None) is time]
+
+
 @contextmanager
 def simulated_time(clock: SimTime) -> Iterator[None]:
     """The relay's modules see ``clock`` as their ``time`` module; their logs are quiet."""
-    mods = (relay_mod, handover_mod, succession_mod, standby_mod, output_mod, worker_mod)
+    mods = _time_users()
     saved = [m.time for m in mods]
     quiet = logging.getLogger("pricing_ha")
     level, quiet_level = quiet.level, logging.CRITICAL

@@ -365,10 +365,15 @@ class FakeConsumer:
         self.paused.difference_update(tp.partition for tp in partitions)
 
     def seek(self, partition: TopicPartition) -> None:
-        """Read an assigned partition again from ``partition.offset``."""
+        """Read an assigned partition again from ``partition.offset`` (or its beginning)."""
         if partition.partition not in self.positions:
             raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
-        self.positions[partition.partition] = partition.offset
+        if partition.offset == OFFSET_BEGINNING:
+            self.positions[partition.partition] = 0
+        elif partition.offset >= 0:
+            self.positions[partition.partition] = partition.offset
+        else:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG))
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
         """Store the offsets (last write wins, as with manual assignment in Kafka)."""

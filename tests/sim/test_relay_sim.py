@@ -507,3 +507,35 @@ def test_a_fence_then_resume_goes_on_without_a_takeover() -> None:
     checker = Checker(world)
     checker.scan(0)
     assert not checker.violations, checker.violations
+
+
+def test_a_partition_whose_output_fails_while_handed_over_starts_over_in_place() -> None:
+    """The broker stalls past S: the owner is fenced and its records in flight time out. It
+    starts the partition over in place under the same term (a tick, the standby's marks,
+    ``prices.raw`` from its last commit) and keeps emitting until the group gives the
+    partition to B, exactly once; before, it dropped the partition, silent until B took it."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        term = a._terms[0]
+        world.fence("A", 0)
+        apply_step(world, workers, ("fail", "A", 0.3), raw)  # what is in flight times out
+        _relay_for(world, workers, raw, "A", 0.3)
+        assert 0 in a._restarts or a.stats.delivery_failures > 0
+        _relay_for(world, workers, raw, "A", 0.5)
+        assert 0 in a.active, "dropped instead of started over"
+        assert 0 not in a._restarts
+        assert a._terms[0] == term  # the same term: no takeover of a partition not assigned
+        before = a.stats.relayed
+        _relay_for(world, workers, raw, "A", 1.0)
+        assert a.stats.relayed > before, "started over, but not emitting"
+        world.move(0, "B", planned=False, zombie_s=0.0)  # the group re-formed without A
+        _relay_for(world, workers, raw, "AB", 3.0)
+        assert 0 not in a.active
+        assert 0 in b.active
+        assert b.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations
