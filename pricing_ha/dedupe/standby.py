@@ -57,7 +57,9 @@ __all__ = ["StandbyTail"]
 log = logging.getLogger("pricing_ha.relay")
 
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
-_SEARCH_FIRST = 2_048  # records read back from the end to find the latest checkpoint ...
+# Records read back from the end to find the latest checkpoint (one per partition about every
+# second: 512 is 4 s of prices at 125 per partition per second) ...
+_SEARCH_FIRST = 512
 _SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
 _SEARCH_TIMEOUT_S = 10.0  # one window's read
 _END_QUERY_TIMEOUT_S = 5.0
