@@ -64,7 +64,6 @@ _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dr
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
 # often (when prices arrived since): a member joining reads about this much of prices[k].
 _CHECKPOINT_EVERY_S = 1.0
-_TAIL_FETCH_BYTES = 1 << 20  # the standby tail's fetch responses (see where it is created)
 
 
 def relay_group_id(group: str) -> str:
@@ -173,11 +172,7 @@ class RelayWorker(PartitionWorker):
         )
         self.standby = StandbyTail(
             broker.client_config(
-                # The tail reads every partition to its end, and a member that starts reads
-                # from checkpoints to the end of each: the raw consumer's 64 KiB per request
-                # (for its partitions' interleaving) made each of those reads take dozens of
-                # fetches, 5-9 s for a joining relay's checkpoint search in the fault drill.
-                defaults={**base, "fetch.max.bytes": _TAIL_FETCH_BYTES},
+                defaults=base,
                 required={
                     "group.id": f"relay-standby-{uuid.uuid4().hex}",
                     "enable.auto.commit": False,

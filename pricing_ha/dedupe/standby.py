@@ -62,6 +62,7 @@ _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at
 _SEARCH_FIRST = 512
 _SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
 _SEARCH_TIMEOUT_S = 10.0  # one window's read
+_SEARCH_FETCH_BYTES = 1 << 20
 _END_QUERY_TIMEOUT_S = 5.0
 
 
@@ -160,7 +161,16 @@ class StandbyTail:
     def _from_checkpoints(self) -> dict[int, int]:
         """Find each partition's latest checkpoint; adopt its view; return where to read on."""
         started = time.monotonic()
-        reader = self._make({**self._settings, "client.id": "relay-standby-search"})
+        # Up to 1 MiB per fetch response, not the tail's 64 KiB: with the tail's setting the
+        # search took dozens of fetches, 5-9 s for a joining relay in the fault drill.
+        reader = self._make(
+            {
+                **self._settings,
+                "client.id": "relay-standby-search",
+                "fetch.max.bytes": _SEARCH_FETCH_BYTES,
+                "max.partition.fetch.bytes": _SEARCH_FETCH_BYTES,
+            }
+        )
         try:
             ranges: dict[int, tuple[int, int, int]] = {}  # p -> (low, window start, end)
             for p in range(len(self.views)):
