@@ -46,7 +46,7 @@ log = logging.getLogger("pricing_ha.relay")
 # finds the partition not released waits this long (plus margin) after its own takeover marker
 # before taking the end: by then the old owner has seen the marker and stopped.
 HANDOVER_FRESH_S = 1.0
-_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long
+_HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long (if revoked)
 _TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
 
 
@@ -55,6 +55,9 @@ class GraceEnder(Protocol):
 
     def end_grace(self, partition: int) -> bool:
         """End ``partition``'s grace period (proof in hand)."""
+
+    def assigned_since(self, partition: int) -> float | None:
+        """When ``partition`` was assigned to this member, or ``None`` if it is not."""
 
 
 class HandOvers:
@@ -89,7 +92,8 @@ class HandOvers:
         self._until: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
         self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
-        #: How long a revoked owner may go on emitting if no successor asks for the partition.
+        #: How long a revoked owner may go on emitting if no successor asks for the partition
+        #: (one still assigned, only fenced, goes on: :meth:`_over`).
         self.bound_s = _HANDOVER_MAX_S
 
     def __contains__(self, partition: object) -> bool:
@@ -132,13 +136,13 @@ class HandOvers:
 
         No successor has asked for it yet (a probe or takeover marker on ``prices`` after this
         member's own takeover marker), the tail says so as of a read under
-        :data:`HANDOVER_FRESH_S` old, and the bound has not passed. A partition being handed
+        :data:`HANDOVER_FRESH_S` old, and the bound has not passed (or the partition is still
+        assigned to this member: :meth:`_over`). A partition being handed
         over follows this rule even once NELI leads it again (given back): the term this
         member emits under is the one from before the revocation, and somebody else may have
         taken one since (:meth:`tend`).
         """
-        until = self._until.get(partition)
-        if until is None or time.monotonic() >= until:
+        if partition not in self._until or self._expired(partition):
             return False
         term = self._terms.get(partition)
         return (
@@ -220,12 +224,24 @@ class HandOvers:
             self._out.tick(partition)
 
     def _over(self, partition: int) -> bool:
-        """A hand-over ends when the successor asked, or its bound passed."""
-        until = self._until.get(partition)
+        """A hand-over ends when the successor asked, or its bound passed while the partition
+        is no longer assigned to this member.
+
+        One that NELI still assigns to this member (fenced, not revoked: its own heartbeats
+        late) has no successor the group knows of, and the rule this member emits under does
+        not rest on the bound: it goes on. Ending it there only silenced the partition until
+        NELI resumed it and a takeover followed: 12 s in a fault drill on a saturated machine,
+        where fences and resumes came every second and each resume was fenced again before
+        the given-back check (:meth:`_tend_given_back`) could complete.
+        """
         term = self._terms.get(partition)
+        if partition not in self._until or term is None:
+            return True
+        return self._standby.requested_after(partition, term) or self._expired(partition)
+
+    def _expired(self, partition: int) -> bool:
+        """The bound has passed, and the partition is no longer assigned to this member."""
         return (
-            until is None
-            or time.monotonic() >= until
-            or term is None
-            or self._standby.requested_after(partition, term)
+            time.monotonic() >= self._until[partition]
+            and self._neli.assigned_since(partition) is None
         )

@@ -424,8 +424,15 @@ class SimNeli:
 
     def assigned_since(self, partition: int) -> float | None:
         """When ``partition`` was last assigned to this member (simulated wall time): also
-        while it is a zombie there (its NELI has not noticed the move)."""
-        return self._world.assigned_at.get((self._name, partition))
+        while fenced, or a zombie there (its NELI has not noticed the move); ``None`` once
+        it is not assigned, as NELI says."""
+        world = self._world
+        if (
+            world.owner.get(partition) != self._name
+            and (self._name, partition) not in world.zombies
+        ):
+            return None
+        return world.assigned_at.get((self._name, partition))
 
     def previous_holder_silent_s(self, partition: int) -> float | None:
         """NELI's evidence about the previous holder (see :meth:`World.move`): the longest

@@ -538,3 +538,26 @@ def test_a_partition_whose_output_fails_while_handed_over_starts_over_in_place()
         _relay_for(world, workers, raw, "A", 1.0)
         assert a.stats.relayed > before, "started over, but not emitting"
         _group_reforms_without_a(world, workers, raw)
+
+
+def test_a_fenced_owner_still_assigned_goes_on_past_the_hand_over_bound() -> None:
+    """Fenced for longer than the hand-over's bound, but never revoked (nobody else is
+    assigned the partition): the owner keeps emitting under its term, and goes on when NELI
+    resumes it; before, the bound dropped the partition, silent until NELI resumed it."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    raw = raw_prices(0, seqs=600)  # (prices keep coming for the whole test)
+    a = workers["A"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        takeovers = a.stats.takeovers
+        world.fence("A", 0)
+        _relay_for(world, workers, raw, "A", a._handovers.bound_s + 1.0)
+        assert 0 in a._handovers, "the bound ended a hand-over of a partition still assigned"
+        before = a.stats.relayed
+        _relay_for(world, workers, raw, "A", 1.0)
+        assert a.stats.relayed > before, "past the bound, no longer emitting"
+        world.resume("A", 0)
+        _relay_for(world, workers, raw, "A", 2.0)
+        assert 0 not in a._handovers
+        assert a.stats.takeovers == takeovers  # went on under its term
+        _group_reforms_without_a(world, workers, raw)
