@@ -286,12 +286,8 @@ class RelayWorker(PartitionWorker):
         self._read_ahead([p for p in partitions if p in self.wanted])
         taken: list[int] = []
         for partition, snap in self._succession.establish(partitions, deferred):
-            arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
-            for instrument, seq in snap.high.items():
-                arbiter.set_high_water(instrument, seq)
-            self._arbiters[partition] = arbiter
+            self._arbitrate_from(partition, snap.high)
             self._terms[partition] = snap.offset
-            self._out.track(partition, arbiter)
             taken.append(partition)
             took = time.monotonic() - t0
             self._first_price[partition] = time.monotonic()
@@ -593,25 +589,24 @@ class RelayWorker(PartitionWorker):
         raw = self._cfg.topics.raw
         sent = self.last_commit(raw, partition)
         if sent is None:
-            try:
-                got = self.consumer.committed(
-                    [TopicPartition(raw, partition)], timeout=_COMMITTED_TIMEOUT_S
-                )
-            except KafkaException:
-                return False
-            if not got or got[0].error is not None:
-                return False
-            sent = got[0].offset if got[0].offset >= 0 else OFFSET_BEGINNING
+            [tp] = self._start_positions([TopicPartition(raw, partition, OFFSET_INVALID)])
+            if tp.offset == OFFSET_INVALID:
+                return False  # not known now: tried again
+            sent = tp.offset
         try:
             self.consumer.seek(TopicPartition(raw, partition, sent))
         except KafkaException:
             return False
+        self._arbitrate_from(partition, high)
+        return True
+
+    def _arbitrate_from(self, partition: int, high: dict[str, int]) -> None:
+        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``."""
         arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
         for instrument, seq in high.items():
             arbiter.set_high_water(instrument, seq)
         self._arbiters[partition] = arbiter
         self._out.track(partition, arbiter)
-        return True
 
     def _log_first_price(self, partition: int) -> None:
         """Log how long after its takeover a partition's first ``prices.raw`` record was
