@@ -78,7 +78,10 @@ class PublisherNeliConfig:
             default). Default 3000.
         threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
             that every role has at least one leader. Default 4500.
-        pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 300.
+        pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 1000:
+            every member of a full-NELI group heartbeats every partition each pulse, and the
+            embedded broker's cost of every fetch grows with the records a partition holds,
+            so a faster pulse costs the whole pipeline (docs/architecture.md §7).
         keep_leading_when_isolated: a member keeps publishing the partitions it led,
             provisionally, through a broker or coordinator stall or a session loss, until a new
             assignment arrives or another member of its group has led them for longer than T
@@ -90,7 +93,7 @@ class PublisherNeliConfig:
 
     session_timeout_ms: int = 3000
     threshold_ms: int = 4500
-    pulse_interval_ms: int = 300
+    pulse_interval_ms: int = 1000
     keep_leading_when_isolated: bool = True
 
     def __post_init__(self) -> None:

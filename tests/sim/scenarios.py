@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from neli import Mode, Variant
-from pricing_ha.config import RelayConfig
+from pricing_ha.config import PublisherNeliConfig, RelayConfig
 from tests.sim.groupsim import Scenario
 
 _RELAY = RelayConfig()  # the shipped relay timing, so the simulation follows any change to it
+_PUBLISHERS = PublisherNeliConfig()  # likewise the publishers'
 
 #: config/default.toml [neli]: publishers, full non-exclusive, cooperative-sticky (the default).
 PUBLISHERS = Scenario(
     name="publishers-default",
     variant=Variant.FULL,
     mode=Mode.NON_EXCLUSIVE,
-    session_ms=3000,
-    threshold_ms=4500,
-    pulse_ms=300,
-    keep_leading=True,
+    session_ms=_PUBLISHERS.session_timeout_ms,
+    threshold_ms=_PUBLISHERS.threshold_ms,
+    pulse_ms=_PUBLISHERS.pulse_interval_ms,
+    keep_leading=_PUBLISHERS.keep_leading_when_isolated,
     frozen_pauses=True,
     wall_steps_beyond_e=True,  # non-exclusive mode never reads the wall clock
 )

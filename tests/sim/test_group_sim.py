@@ -61,8 +61,11 @@ def test_members_do_lead(scenario: Scenario) -> None:
     """Without faults every partition is led nearly all the time (the checks are not vacuous)."""
     sim = run_schedule(scenario, 1, [])
     assert not sim.violations
-    # Exclusive members wait a grace period T after the initial assignment.
-    floor = 0.95 if scenario.threshold_ms > scenario.session_ms else 0.75
+    # Exclusive members wait a grace period T after the initial assignment; non-exclusive ones
+    # lead once a heartbeat on the partition comes back, up to a pulse (1 s for the publishers)
+    # plus delivery after each assignment: a lone group here has no other group's heartbeats
+    # on the shared topic to see sooner.
+    floor = 0.9 if scenario.threshold_ms > scenario.session_ms else 0.75
     assert sim.led_checks / sim.checks > floor
 
 
