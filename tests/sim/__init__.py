@@ -22,8 +22,9 @@ What is checked, at every simulated step of 25 ms (``check_interval_ms``), in ev
   for the publishers' default (``keep_leading_when_isolated``): a stall alone never leaves a
   partition unled.
   ``W = S + L + 2·(S/4 + 3·rtt) + pulse + d_produce + d_fetch + 2·step`` (6160 ms with
-  the publishers' shipped S = 3000 ms and pulse 1000 ms): session expiry, the client's loss-detection lag L, two cooperative
-  rebalance rounds, then the new owner's first heartbeat.
+  the publishers' shipped S = 3000 ms and pulse 1000 ms): session expiry, the client's
+  loss-detection lag L, two cooperative rebalance rounds, then the new owner's first
+  heartbeat.
   Joins and clean leaves (rolling restarts) are not faults: they must never leave a gap.
 
 The assumptions the invariants depend on (the simulation enforces each, and
