@@ -78,6 +78,13 @@ log = logging.getLogger("pricing_ha.relay")
 _PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers again
 _APPENDED_KEPT = 256  # acknowledged records remembered per partition, for read_as_of
 _APPENDED_EVERY_S = 0.01  # at most one per this interval
+#: linger.ms of the relay's producers. Each batch ends in a flush (or a commit, which flushes),
+#: and a flush sends at once whatever linger.ms says (produce + flush 0.3 ms at linger 1, 10 and
+#: 100 ms on the embedded broker), so linger costs the relay no latency. At 1 ms librdkafka's
+#: broker thread spent its time polling, with few context switches, while records waited
+#: (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each relay used 22-24 % of a
+#: core at 800 prices/s, 14-16 % at 10 ms.
+_LINGER_MS = 10
 
 
 @dataclass
@@ -146,7 +153,7 @@ class RelayOutput:
         self.fences = Fences(
             cfg.broker.client_config(
                 defaults={
-                    "linger.ms": 10,  # committed per batch, which flushes: see the producer below
+                    "linger.ms": _LINGER_MS,
                     "log.connection.close": False,
                     "enable.sparse.connections": False,
                     # A crashed owner's open transaction holds read_committed readers back
@@ -167,13 +174,7 @@ class RelayOutput:
         )
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
-                # Each batch ends in a flush, which sends at once whatever linger.ms says
-                # (produce + flush 0.3 ms at linger 1, 10 and 100 ms on the embedded broker),
-                # so linger costs the relay no latency; but at linger 1 ms librdkafka's broker
-                # thread spent its time polling, with few context switches, while records
-                # waited (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each
-                # relay 22-24 % of a core at 800 prices/s, 14-16 % at 10 ms.
-                defaults={"linger.ms": 10, "log.connection.close": False},
+                defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
                 required={
                     "acks": "all",
                     "enable.idempotence": True,
