@@ -66,6 +66,7 @@ PAUSE_S = 4.5
 RESUME_BOUND_S = 1.0
 INSTRUMENTS = 8
 BACKLOG = 20_000  # quotes queued before a worker starts: it is busy producing when paused
+PAUSE_AT = 1_000  # the publisher's and the relay's record during whose produce the broker stops
 FEED_RATE_HZ = 400.0
 
 Key = tuple[str, int]  # (instrument, seq)
@@ -130,6 +131,10 @@ class Deliveries:
     times: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     factory: Callable[[dict[str, Any]], Any] = Producer
     """Builds a recording producer (for run_feed's producer_factory)."""
+    produced: Counter[str] = field(default_factory=Counter)
+    """Records handed to ``produce``, by ``client.id`` (every generation of its producer)."""
+    before_produce: dict[str, Callable[[int], None]] = field(default_factory=dict)
+    """Called with the record's number (from 1) before ``client.id`` produces it."""
 
     def count(self, client: str) -> int:
         """How many records ``client`` has seen acknowledged."""
@@ -150,11 +155,17 @@ def deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
 
         def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
             super().__init__(config, **kwargs)
-            self.times = seen.times[str(config.get("client.id", "?"))]
+            self.client = str(config.get("client.id", "?"))
+            self.times = seen.times[self.client]
 
         def produce(
             self, topic: str, *args: Any, on_delivery: Callable[..., None], **kwargs: Any
         ) -> None:
+            client = self.client
+            seen.produced[client] += 1
+            hook = seen.before_produce.get(client)
+            if hook is not None:
+                hook(seen.produced[client])
             times = self.times
 
             def delivered(err: Any, msg: Any) -> None:
@@ -180,6 +191,52 @@ def pause_broker(target: Target) -> float:
     finally:
         target.broker.resume()
     return time.monotonic()
+
+
+@dataclass
+class MidBatchPause:
+    """SIGSTOPs the broker from inside a component's ``produce`` call, so that the component
+    is producing when the broker stops (a pause begun from the test's thread can fall between
+    two batches of a component that flushes each one: it then has nothing in flight, and the
+    pause tests nothing). SIGCONT follows PAUSE_S later, from a thread of its own."""
+
+    broker: EmbeddedBroker
+    sigcont: float | None = None
+    _thread: threading.Thread | None = None
+    _started: threading.Event = field(default_factory=threading.Event)
+
+    def arm(self, deliveries: Deliveries, client: str, at: int) -> None:
+        """Pause just before ``client`` produces its record number ``at``."""
+
+        def hook(number: int) -> None:
+            if number == at and self._thread is None:
+                self.broker.pause()
+                self._thread = threading.Thread(target=self._resume, name="sigcont")
+                self._thread.start()
+                self._started.set()
+
+        deliveries.before_produce[client] = hook
+
+    def _resume(self) -> None:
+        try:
+            time.sleep(PAUSE_S)  # the fault itself, not a wait for a condition
+        finally:
+            self.broker.resume()
+            self.sigcont = time.monotonic()
+
+    def wait(self) -> float:
+        """Wait for the pause to start and end; return the monotonic time of SIGCONT."""
+        wait_for(self._started.is_set, 60, "the component to produce", interval_s=0.01)
+        assert self._thread is not None
+        self._thread.join(PAUSE_S + 30)
+        assert self.sigcont is not None, "the broker was not resumed"
+        return self.sigcont
+
+    def disarm(self) -> None:
+        """Make sure the broker runs again (a test that failed before SIGCONT)."""
+        if self._started.is_set() and self._thread is not None:
+            self._thread.join(PAUSE_S + 30)
+        self.broker.resume()
 
 
 def assert_resumed_in_time(deliveries: Deliveries, client: str, sigcont: float) -> float:
@@ -315,20 +372,22 @@ def test_publisher_recovers_and_publishes_every_quote(
     """A publisher replaces its wedged producer and replays: every quote is priced, once each."""
     want = expected_keys(feed_backlog(cfg, BACKLOG))
     stats = PublisherStats()
-    worker = publish(cfg, stats)
     client = "a-prices"
+    pause = None if target.broker is None else MidBatchPause(target.broker)
+    if pause is not None:
+        pause.arm(deliveries, client, at=PAUSE_AT)
+    worker = publish(cfg, stats)
     try:
-        wait_for(
-            lambda: deliveries.count(client) > 0, 30, "the publisher to deliver", interval_s=0.01
-        )
-        if target.broker is not None:
-            sigcont = pause_broker(target)
+        if pause is not None:
+            sigcont = pause.wait()
             assert worker.output_problem() is not None  # readiness: not ready at SIGCONT
             assert_resumed_in_time(deliveries, client, sigcont)
         got = wait_for_prices(cfg, cfg.topics.raw, want)
         wait_for(lambda: worker.output_problem() is None, 10, "the publisher's output to be ready")
     finally:
         worker.stop()
+        if pause is not None:
+            pause.disarm()
     assert worker.error is None
     assert set(got) == want  # exactly once after dedupe: nothing missing, nothing foreign
     if target.broker is not None:
@@ -353,21 +412,25 @@ def test_relay_recovers_and_relays_every_price_exactly_once(
     finally:
         publisher.stop()
     stats = RelayStats()
+    client = "relay-r1-prices"
+    pause = None if target.broker is None else MidBatchPause(target.broker)
+    if pause is not None:
+        # Its first records are control records (a takeover marker per partition,
+        # checkpoints); the PAUSE_AT-th is well inside the backlog's prices.
+        pause.arm(deliveries, client, at=PAUSE_AT)
     worker = RelayWorker(cfg, "relay", "r1", _Leading(), stats, telemetry=Telemetry.noop("test"))
     run_worker(worker)
-    client = "relay-r1-prices"
     try:
-        # The first M deliveries are the takeover markers (one per partition): pause once
-        # prices are flowing, so that output is in flight when the broker stops.
-        wait_for(lambda: deliveries.count(client) > M, 30, "the relay to deliver", interval_s=0.01)
-        if target.broker is not None:
-            sigcont = pause_broker(target)
+        if pause is not None:
+            sigcont = pause.wait()
             assert worker.output_problem() is not None  # readiness: not ready at SIGCONT
             assert_resumed_in_time(deliveries, client, sigcont)
         got = wait_for_prices(cfg, cfg.topics.prices, want)
         wait_for(lambda: worker.output_problem() is None, 10, "the relay's output to be ready")
     finally:
         worker.stop()
+        if pause is not None:
+            pause.disarm()
     assert worker.error is None
     twice = [key for key, n in Counter(got).items() if n > 1]
     assert twice == [], f"{len(twice)} prices relayed twice, e.g. {twice[:5]}"
