@@ -54,12 +54,29 @@ DeliveryCallback = Callable[[Any, Any], None]
 
 _LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's default message.timeout.ms
 
-#: Settings every producer built here gets unless its configuration says otherwise. With sparse
-#: connections (librdkafka's default) a producer created while the broker does not answer only
-#: connects to the partition leaders when its producer id timer (500 ms) next asks for one after
-#: the bootstrap connection came up: its first delivery comes 1 s after the broker answers again
-#: instead of 0.5 s (measured against the embedded broker).
-PRODUCER_DEFAULTS: Mapping[str, ConfigValue] = {"enable.sparse.connections": False}
+#: Settings every producer built here gets unless its configuration says otherwise.
+#:
+#: ``enable.sparse.connections``: with sparse connections (librdkafka's default) a producer
+#: created while the broker does not answer only connects to the partition leaders when its
+#: producer id timer (500 ms) next asks for one after the bootstrap connection came up: its
+#: first delivery comes 1 s after the broker answers again instead of 0.5 s (measured against
+#: the embedded broker).
+#:
+#: ``max.in.flight.requests.per.connection`` 1 (idempotence allows up to 5, the default): with
+#: more than one, an idempotent producer whose broker answers slowly spins. ``perf`` on a
+#: publisher of the fault drill's cluster without faults (40 instruments at 20 Hz, 8
+#: partitions): 60 % of its CPU in one librdkafka broker thread polling with a zero timeout
+#: (``poll``, ``clock_gettime``, ``rd_kafka_toppar_producer_serve``). Reproduced alone: 400
+#: records/s against a broker stopped 80 ms in every 110, the producer used 40 % of a core at
+#: 5 in flight and 3 % at 1 (and 4 % with idempotence off). In the drill's cluster each
+#: publisher went from 13-20 % of a core to 7-8 %, and the machine's load average from 5-9 to
+#: 3-4. One request at a time costs no throughput: what arrives meanwhile goes in the next
+#: one (``bench/publish_throughput.py``, same run: 24,860 quotes/s by two members against
+#: 21,443 at 5 in flight).
+PRODUCER_DEFAULTS: Mapping[str, ConfigValue] = {
+    "enable.sparse.connections": False,
+    "max.in.flight.requests.per.connection": 1,
+}
 
 #: Errors with which a broker rejects the producer id or epoch of an idempotent producer. A
 #: transactional producer recovers from them by aborting (librdkafka says so); an idempotent one

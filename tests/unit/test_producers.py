@@ -433,3 +433,14 @@ def test_readiness_fails_while_the_worker_reports_an_output_problem() -> None:
     worker.problem = "replaced after _MSG_TIMED_OUT; no delivery since"
     with pytest.raises(RuntimeError, match="output cannot be delivered: replaced after"):
         member.readiness()
+
+
+def test_producers_send_one_request_at_a_time_unless_configured_otherwise() -> None:
+    """One request in flight by default (more makes a slowly answered idempotent producer
+    spin), and the replacement gets it too; a configuration may still ask for more."""
+    slot, built = make({"enable.idempotence": True})
+    assert built[0].config["max.in.flight.requests.per.connection"] == 1
+    slot.replace("test")
+    assert built[-1].config["max.in.flight.requests.per.connection"] == 1
+    _, built = make({"max.in.flight.requests.per.connection": 5})
+    assert built[0].config["max.in.flight.requests.per.connection"] == 5
