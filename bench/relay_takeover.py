@@ -393,7 +393,9 @@ def main() -> None:
         },
         "by_retained": {},
     }
-    # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
+    # Child processes write relative paths (e.g. telemetry traces) here, not in the repository;
+    # a relative --out still names a path from where the benchmark was started.
+    out = None if args.out is None else Path(args.out).resolve()
     os.chdir(tempfile.mkdtemp(prefix="bench-relay-takeover-cwd-"))
     for retained in (int(r) for r in args.retained.split(",")):
         print(f"cluster with {retained} records retained on prices", flush=True)
@@ -407,7 +409,7 @@ def main() -> None:
                 fencing=args.fencing,
             )
     figures["wall_time_s"] = round(time.monotonic() - began, 1)
-    write("relay_takeover", figures, args.out)
+    write("relay_takeover", figures, out)
 
 
 if __name__ == "__main__":
