@@ -69,8 +69,8 @@ _LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's default message.timeout
 #: (``poll``, ``clock_gettime``, ``rd_kafka_toppar_producer_serve``). Reproduced alone: 400
 #: records/s against a broker stopped 80 ms in every 110, the producer used 40 % of a core at
 #: 5 in flight and 3 % at 1 (and 4 % with idempotence off). In the drill's cluster each
-#: publisher went from 13-20 % of a core to 7-8 %, and the machine's load average from 5-9 to
-#: 3-4. One request at a time costs no throughput: what arrives meanwhile goes in the next
+#: publisher went from 10-23 % of a core to 8-11 %, and the machine's load average from 2-9 to
+#: 2-5. One request at a time costs no throughput: what arrives meanwhile goes in the next
 #: one (``bench/publish_throughput.py``, same run: 24,860 quotes/s by two members against
 #: 21,443 at 5 in flight).
 PRODUCER_DEFAULTS: Mapping[str, ConfigValue] = {
