@@ -60,7 +60,7 @@ from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
-from pricing_ha.kafka.producers import ConfigValue, ReplaceableProducer
+from pricing_ha.kafka.producers import PRODUCER_DEFAULTS, ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import (
@@ -153,9 +153,11 @@ class RelayOutput:
         self.fences = Fences(
             cfg.broker.client_config(
                 defaults={
+                    # The pipeline's producer defaults (one request in flight: see there), as
+                    # the ReplaceableProducer below gets them.
+                    **PRODUCER_DEFAULTS,
                     "linger.ms": _LINGER_MS,
                     "log.connection.close": False,
-                    "enable.sparse.connections": False,
                     # A crashed owner's open transaction holds read_committed readers back
                     # until the next owner's init_transactions aborts it, or this timeout.
                     "transaction.timeout.ms": max(10_000, message_timeout_ms),

@@ -6,7 +6,7 @@ for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.
 * **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (a takeover
   marker on ``prices[k]``, the standby's high-water marks just before it, the waits a
   partition not released needs) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
-  the group's committed position;
+  the group's committed position (every position it is read from: :mod:`.raw_input`);
 * **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
   period, ended early on a clean release (:mod:`.succession`); a planned revocation handed
   over until the successor asks (:mod:`.handover`);
@@ -29,13 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_INVALID,
     Consumer,
-    KafkaException,
     Message,
     Producer,
-    TopicPartition,
 )
 
 from pricing_ha.config import AppConfig
@@ -43,6 +39,7 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.control import RELEASE
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.raw_input import FETCH_SETTINGS, RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
 from pricing_ha.dedupe.restart import Restarts
@@ -58,7 +55,6 @@ __all__ = ["LeadershipSource", "RelayClients", "RelayWorker", "raw_group_id", "r
 
 log = logging.getLogger("pricing_ha.relay")
 
-_COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a takeover
 _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
@@ -116,29 +112,7 @@ class RelayWorker(PartitionWorker):
         """Create the clients; nothing is read until :meth:`start`."""
         clients = clients or RelayClients(consumer=_kafka_consumer)
         broker = cfg.broker
-        # At most 64 KiB per fetch request, not only per partition. The records of one fetch
-        # response are handed over partition by partition, and the embedded broker ignores
-        # the per-partition limit: it fills a response from the partitions in request order
-        # up to the request's limit (5 MiB at most). After a takeover, one partition's backlog
-        # thus held back the first record of the others: 1.1-1.2 s per partition taken over
-        # in the fault drill. With 64 KiB per request each response carries a slice of one
-        # or a few partitions, and librdkafka starts each request one partition further on:
-        # the partitions interleave (measured on the embedded broker: 4 partitions with a
-        # backlog of 3,000 small batches each, first records at 0, 215, 430 and 645 instead of
-        # 0, 3,000, 6,000 and 9,000). librdkafka wants message.max.bytes <= fetch.max.bytes;
-        # a record batch larger than that is still returned whole. (librdkafka also prefetches
-        # up to 100,000 records, so partitions taken up after others wait behind the earlier
-        # ones' prefetched backlog: 2.2-2.9 s in the drill's broker stall. Lowering
-        # queued.min.messages to 1,000 made the drill worse, 11-12 s in the relay windows and
-        # 5.8 s in a publisher's: a partition whose queue is full is not fetched again for
-        # fetch.queue.backoff.ms, 1 s by default. Left at the default.)
-        base = {
-            "fetch.wait.max.ms": 10,
-            "log.connection.close": False,
-            "max.partition.fetch.bytes": 65536,
-            "fetch.max.bytes": 65536,
-            "message.max.bytes": 65536,
-        }
+        base = dict(FETCH_SETTINGS)
         super().__init__(
             "relay",
             clients.consumer(
@@ -202,6 +176,13 @@ class RelayWorker(PartitionWorker):
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
+        self._raw = RawInput(
+            self.consumer,
+            cfg.topics.raw,
+            self.read_ahead,
+            starting=self.starting,
+            last_commit=self.last_commit,
+        )
         self._next_tend = 0.0
         self._next_checkpoint = 0.0
         self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
@@ -300,36 +281,8 @@ class RelayWorker(PartitionWorker):
                 took,
             )
         if taken:
-            self._start_reading(taken)
+            self._raw.start_reading(taken)
         return deferred
-
-    def _start_positions(self, taken: list[TopicPartition]) -> list[TopicPartition]:
-        """Where each partition taken up starts: the raw group's committed offset, asked here.
-
-        Assigned without an offset, librdkafka looks the committed offset up itself, but only
-        while none of this consumer's commits is in flight and one assignment at a time; in the
-        fault drill two of four partitions taken over processed their first record 4.2 and
-        4.6 s after the takeover. Assigned at an offset, a partition is fetched at once.
-        Starting earlier than the latest commit is harmless (the arbiter drops what the marks
-        already cover), so a commit racing this query loses nothing; a query that fails
-        leaves the lookup to librdkafka.
-        """
-        try:
-            got = self.consumer.committed(taken, timeout=_COMMITTED_TIMEOUT_S)
-        except KafkaException as exc:
-            log.info("committed offsets of %s not known (%s): librdkafka looks them up", taken, exc)
-            return taken
-        out = []
-        for tp in got:
-            if tp.error is not None:
-                out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
-            else:  # no commit yet: from the beginning, as auto.offset.reset = earliest says
-                out.append(
-                    TopicPartition(
-                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                    )
-                )
-        return out
 
     def tend(self) -> None:
         """Hand-overs and grace periods, looked at every ``_TEND_EVERY_S``.
@@ -403,54 +356,10 @@ class RelayWorker(PartitionWorker):
         self._succession.end_graces()
 
     def _read_ahead(self, partitions: list[int]) -> None:
-        """Start reading ``prices.raw[k]`` ahead for partitions in their grace period, from the
-        committed offset as it stands now (:mod:`.read_ahead`)."""
-        todo = [p for p in partitions if p not in self.read_ahead and p not in self._arbiters]
-        if not todo:
-            return
-        raw = self._cfg.topics.raw
-        self.read_ahead.start(
-            self._start_positions([TopicPartition(raw, p, OFFSET_INVALID) for p in todo])
+        """Read partitions in their grace period ahead (:mod:`.read_ahead`), unless already."""
+        self._raw.read_ahead(
+            [p for p in partitions if p not in self.read_ahead and p not in self._arbiters]
         )
-        self.starting(todo)
-
-    def _start_reading(self, partitions: list[int]) -> None:
-        """Partitions just taken up: their ``prices.raw`` goes to the hot path.
-
-        One read ahead starts with what was kept, from the raw group's committed offset as it
-        stands now, after the takeover marker (why: :mod:`.read_ahead`); if that offset is not
-        known, the read ahead is given up. The others are assigned at the committed offset
-        (:meth:`_start_positions`), in one call.
-        """
-        raw = self._cfg.topics.raw
-        ahead = [p for p in partitions if p in self.read_ahead]
-        plain = [TopicPartition(raw, p, OFFSET_INVALID) for p in partitions if p not in ahead]
-        if ahead:
-            try:
-                got = self.consumer.committed(
-                    [TopicPartition(raw, p) for p in ahead], timeout=_COMMITTED_TIMEOUT_S
-                )
-            except KafkaException as exc:
-                log.info("committed offsets of %s not known (%s): read again", ahead, exc)
-                got = []
-            known = {tp.partition: tp.offset for tp in got if tp.error is None}
-            for partition in ahead:
-                if partition not in known:
-                    self.read_ahead.stop(partition)
-                    plain.append(TopicPartition(raw, partition, OFFSET_INVALID))
-                    continue
-                count, first = self.read_ahead.take(partition, known[partition])
-                log.info(
-                    "partition %d: %d records read ahead (from offset %s), taken from the "
-                    "committed offset %d",
-                    partition,
-                    count,
-                    "-" if first is None else first,
-                    known[partition],
-                )
-        if plain:
-            self.consumer.incremental_assign(self._start_positions(plain))
-            self.starting([tp.partition for tp in plain])
 
     def reading(self) -> bool:
         """Partitions worked on, or read ahead of their takeover."""
@@ -481,9 +390,7 @@ class RelayWorker(PartitionWorker):
                 log.warning("partition %d: the release marker was not acknowledged", partition)
         self._out.mark_failed(failed - {partition})  # handled by the next batch
         self.commit_async([], now=True)  # what was held back for a partition starting
-        raw = TopicPartition(self._cfg.topics.raw, partition)
-        self.consumer.incremental_unassign([raw])
-        self.read_ahead.forget(partition)
+        self._raw.stop(partition)
         self._out.report(self._arbiters)
         self._arbiters.pop(partition, None)
         self._out.forget(partition)
@@ -586,17 +493,8 @@ class RelayWorker(PartitionWorker):
     def _resume(self, partition: int, high: dict[str, int]) -> bool:
         """Start ``partition`` over in place from ``high`` (:mod:`.restart`): a new arbiter, and
         ``prices.raw[k]`` re-read from the last commit this member made (or the group's)."""
-        raw = self._cfg.topics.raw
-        sent = self.last_commit(raw, partition)
-        if sent is None:
-            [tp] = self._start_positions([TopicPartition(raw, partition, OFFSET_INVALID)])
-            if tp.offset == OFFSET_INVALID:
-                return False  # not known now: tried again
-            sent = tp.offset
-        try:
-            self.consumer.seek(TopicPartition(raw, partition, sent))
-        except KafkaException:
-            return False
+        if not self._raw.restart(partition):
+            return False  # not known now: tried again
         self._arbitrate_from(partition, high)
         return True
 
@@ -647,9 +545,7 @@ class RelayWorker(PartitionWorker):
         for partition, offset in paused.items():
             if partition in lost:
                 continue
-            try:
-                self.consumer.seek(TopicPartition(self._cfg.topics.raw, partition, offset))
-            except KafkaException:
+            if not self._raw.rewind(partition, offset):
                 self.drop(partition)  # re-read from the last commit instead
                 continue
             if partition not in self._paused:
@@ -663,13 +559,6 @@ class RelayWorker(PartitionWorker):
                 )
 
     def _commit(self, last: dict[int, int], lost: set[int]) -> None:
-        commits = []
-        for partition, offset in last.items():
-            arbiter = self._arbiters.get(partition)
-            if partition in lost or arbiter is None:
-                continue  # the next owner re-reads from the previous commit: nothing is lost
-            held = [item.offset for item in arbiter.held()]
-            upto = min([offset + 1, *held])
-            commits.append(TopicPartition(self._cfg.topics.raw, partition, upto))
+        commits = self._raw.commits(last, self._arbiters, lost)
         if commits:
             self.commit_async(commits)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from pricing_ha.config import AppConfig
+from pricing_ha.config import AppConfig, RelayConfig
 from pricing_ha.dedupe.output import RelayOutput, RelayStats
 from pricing_ha.kafka.producers import (
     ReplaceableProducer,
@@ -444,3 +444,29 @@ def test_producers_send_one_request_at_a_time_unless_configured_otherwise() -> N
     assert built[-1].config["max.in.flight.requests.per.connection"] == 1
     _, built = make({"max.in.flight.requests.per.connection": 5})
     assert built[0].config["max.in.flight.requests.per.connection"] == 5
+
+
+def test_the_relays_fencing_producers_also_send_one_request_at_a_time() -> None:
+    """The per-partition transactional producers (``fencing = "transactions"``) get the same
+    default as every other producer of the pipeline."""
+    configs: list[dict[str, Any]] = []
+
+    def factory(cfg: dict[str, Any]) -> Any:
+        configs.append(cfg)
+        return SimpleNamespace(init_transactions=lambda _timeout: None)
+
+    cfg = AppConfig(relay=RelayConfig(fencing="transactions"))
+    out = RelayOutput(
+        cfg,
+        "r1",
+        "pricing.relay.raw",
+        lambda _p: True,
+        stats=RelayStats(),
+        telemetry=Telemetry.noop("test"),
+        producer_factory=factory,
+    )
+    assert out.fencing
+    assert out.fences.fence([0], 1.0) == {0}
+    fence_config = configs[-1]
+    assert fence_config["transactional.id"] == out.fences.transactional_id(0)
+    assert fence_config["max.in.flight.requests.per.connection"] == 1
