@@ -24,7 +24,8 @@ from tests.sim.groupsim import (
 from tests.sim.replay import parse_events
 from tests.sim.scenarios import PUBLISHERS, RELAY, SCENARIOS
 
-SCHEDULES = int(os.environ.get("NELI_SIM_SCHEDULES", "300"))
+SCHEDULES = int(os.environ.get("NELI_SIM_SCHEDULES", "100"))
+SLOW_SCHEDULES = int(os.environ.get("NELI_SIM_SLOW_SCHEDULES", "2000"))
 SEED0 = int(os.environ.get("NELI_SIM_SEED", "0"))
 
 
@@ -52,6 +53,19 @@ def test_invariants_hold(name: str) -> None:
     """Every random schedule keeps the scenario's invariant (a shrunk trace if one does not)."""
     scenario = SCENARIOS[name]
     failure = first_failure(scenario, range(SEED0, SEED0 + SCHEDULES))
+    if failure is not None:
+        pytest.fail(report(scenario, *failure, LeadershipTracker))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_invariants_hold_over_many_more_schedules(name: str) -> None:
+    """The same invariant over the schedules after the default run's (the slow suite's share:
+    the default run keeps to 100 per scenario for CI's time)."""
+    scenario = SCENARIOS[name]
+    first = SEED0 + SCHEDULES
+    failure = first_failure(scenario, range(first, first + SLOW_SCHEDULES))
     if failure is not None:
         pytest.fail(report(scenario, *failure, LeadershipTracker))
 
