@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.kafka.headers import header_dict, is_control
@@ -41,8 +41,16 @@ class Record:
     timestamp_ms: int
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5) -> list[Record]:
-    """Everything on ``topic``, from the beginning, until nothing new arrives for ``idle_s``."""
+def read_topic(
+    bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5, *, live: bool = False
+) -> list[Record]:
+    """Everything on ``topic``, from the beginning, until nothing new arrives for ``idle_s``.
+
+    ``live``: the topic is still being written, so it may never be idle for ``idle_s``: stop
+    once every partition has been read up to its end offset as the broker reported it when
+    the read began (the embedded broker's reported ends lag its data a little, so the newest
+    records may be missing: for checks that poll until what they want has arrived).
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -57,11 +65,14 @@ def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5)
     # The first fetch (offset look-up, connection) can take longer than the idle window.
     last_new = time.monotonic() + max(0.0, 1.0 - idle_s)
     try:
-        while time.monotonic() - last_new < idle_s:
+        todo = _ends(consumer, topic, partitions) if live else {}
+        while time.monotonic() - last_new < idle_s and (todo or not live):
             batch = consumer.consume(1000, 0.2)
             for msg in batch:
                 if msg.error() is not None:
                     continue
+                if todo and (msg.offset() or 0) + 1 >= todo.get(msg.partition() or 0, 0):
+                    todo.pop(msg.partition() or 0, None)
                 key, value = msg.key(), msg.value()
                 if key is None and is_control(msg.headers()):
                     continue  # a relay's takeover marker on prices, not a price
@@ -81,6 +92,19 @@ def read_topic(bootstrap: str, topic: str, partitions: int, idle_s: float = 1.5)
     finally:
         consumer.close()
     return out
+
+
+def _ends(consumer: Consumer, topic: str, partitions: int) -> dict[int, int]:
+    """Partition -> its end offset as reported now, for the partitions that have records."""
+    ends = {}
+    for p in range(partitions):
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        except KafkaException:
+            return {}  # not known now: nothing read (the caller polls again)
+        if high > low:
+            ends[p] = high
+    return ends
 
 
 def pricing_cli() -> list[str]:
@@ -186,9 +210,9 @@ class PricingCluster:
         summary = self.feed_summary()
         return {name: int(t["last_seq"]) for name, t in summary["instruments"].items()}
 
-    def read(self, role: str, idle_s: float = 1.5) -> list[Record]:
-        """Everything on one of this cluster's topics."""
-        return read_topic(self.bootstrap, self.topics[role], self.partitions, idle_s)
+    def read(self, role: str, idle_s: float = 1.5, *, live: bool = False) -> list[Record]:
+        """Everything on one of this cluster's topics (``live``: see :func:`read_topic`)."""
+        return read_topic(self.bootstrap, self.topics[role], self.partitions, idle_s, live=live)
 
     def wait_led(self, groups: list[str], timeout: float = 90.0) -> None:
         """Wait until each named group (``p1``, ``p2``, ``relay``) leads every partition."""

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing
+from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
 S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
@@ -78,7 +79,8 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
     time.sleep(2 * S)
     killed_ns = time.time_ns()
     a.kill()
-    _feed_done(cluster, 120)
+    # The feed ends once every instrument has been published again (by the survivor).
+    end_feed_once_flowing(cluster, "raw", killed_ns / 1e6 + 1000, 20, timeout_s=120)
     wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, "P1 to cover every seq after the kill")
     raw = [r for r in cluster.read("raw") if r.headers["group"] == cluster.group("p1")]
     assert not missing(set(by_group(raw, cluster.group("p1"))), cluster.expected())

@@ -10,6 +10,7 @@ import itertools
 import time
 
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
+from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
@@ -71,7 +72,7 @@ def _wait_caught_up(cluster: PricingCluster, group: str) -> None:
     def caught_up() -> bool:
         newest: dict[str, int] = {}
         mine: dict[str, int] = {}
-        for r in cluster.read("raw", idle_s=0.3):
+        for r in cluster.read("raw", idle_s=0.3, live=True):  # the feed is running
             if r.key is None:
                 continue
             key, seq = r.key.decode(), int(r.headers["seq"])
@@ -127,7 +128,7 @@ def test_publisher_faults_leave_prices_exactly_once_without_silence(
     cluster.members["p1-b"].pause()
     time.sleep(2 * S)
     cluster.members["p1-b"].resume()
-    assert cluster.members["feed"].wait(120) == 0
+    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, 20, timeout_s=120)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     silence = _silence(prices)
@@ -152,7 +153,9 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     cluster.members["relay-r2"].pause()
     time.sleep(2 * S)
     cluster.members["relay-r2"].resume()
-    assert cluster.members["feed"].wait(180) == 0
+    # The feed ends once every instrument has flowed again after the last fault: each silence
+    # the faults caused has ended by then.
+    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, 12, timeout_s=180)
     _wait_exactly_once(cluster)
     silence = _silence(cluster.read("prices"))
     worst = max(silence.values())

@@ -18,11 +18,13 @@ from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
 from pricing_ha.local.procs import Proc, ProcessGroup
+from tests.integration.feed_end import end_feed_once_flowing
 from tests.integration.test_relay import _explain, _wait_exactly_once
 from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1
+INSTRUMENTS = 12
 # A hand-over measured 0.13-0.56 s in development runs (the release's and the takeover
 # marker's round trips, then the successor's first fetch); a fail-over costs 6-9 s. The bound
 # leaves room for a loaded CI machine and still fails on a move that waits for a fail-over.
@@ -68,7 +70,7 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
     cluster.publisher("p2", "a")
     r1 = cluster.relay("r1")
     cluster.wait_led(["p1", "p2", "relay"])
-    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
+    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=10 * S + 10)
     wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
     time.sleep(S)  # prices flowing from r1 before the move (the fault's timing)
     join_ms = time.time() * 1000
@@ -88,10 +90,11 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
         60,
         "r2 to take every partition",
     )
-    assert cluster.members["feed"].wait(120) == 0
+    end_ms = term_ms + 3 * S * 1000
+    end_feed_once_flowing(cluster, "prices", end_ms, INSTRUMENTS)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
-    for what, lo, hi in (("join", join_ms, term_ms), ("SIGTERM", term_ms, term_ms + 3 * S * 1000)):
+    for what, lo, hi in (("join", join_ms, term_ms), ("SIGTERM", term_ms, end_ms)):
         silence = _silence_between(prices, lo, hi)
         worst = max(silence, key=lambda i: silence[i])
         print(f"longest silence on prices across the {what}: {silence[worst]:.2f} s")
@@ -104,7 +107,7 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
     """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
     r1 = _two_relays(cluster)
-    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
+    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=10 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     r1.kill()
     # The session expires after S; the rebalance and the takeover follow: pause in the middle.
@@ -115,7 +118,8 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
     finally:
         embedded_broker.resume()
     resumed_ms = time.time() * 1000
-    assert cluster.members["feed"].wait(120) == 0
+    # Every instrument must flow on prices after the stall; the feed ends once they all have.
+    end_feed_once_flowing(cluster, "prices", resumed_ms + 1000, INSTRUMENTS)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     after = {r.key.decode() for r in prices if r.key is not None and r.timestamp_ms > resumed_ms}
@@ -133,7 +137,7 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
     stall_s = relay_s + 0.5
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
     _two_relays(cluster)
-    cluster.feed(instruments=12, rate=1 / TICK_S, duration=6 * S + 10)
+    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=6 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     paused_ms = time.time() * 1000
     embedded_broker.pause()
@@ -141,10 +145,11 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
         time.sleep(stall_s)  # the stall's duration, not a wait for a condition
     finally:
         embedded_broker.resume()
-    assert cluster.members["feed"].wait(120) == 0
+    end_ms = paused_ms + (stall_s + 4 * S) * 1000
+    end_feed_once_flowing(cluster, "prices", end_ms, INSTRUMENTS)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
-    silence = _silence_between(prices, paused_ms, paused_ms + (stall_s + 4 * S) * 1000)
+    silence = _silence_between(prices, paused_ms, end_ms)
     worst = max(silence, key=lambda i: silence[i])
     print(
         f"longest silence on prices across a {stall_s:.1f} s broker stall: {silence[worst]:.2f} s"
