@@ -99,6 +99,8 @@ class Neli:
         self._role_cache: dict[str | bytes, int] = {}
         self._sender: HeartbeatSender | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._watchdog: asyncio.Task[None] | None = None
+        self._ticked_by_callers = False  # closed: recovering()'s callers tick the watchdog
         self._stopping = threading.Event()
         self._leave = threading.Event()
         self._poll_done: asyncio.Future[None] | None = None
@@ -162,6 +164,8 @@ class Neli:
             task = asyncio.create_task(coro, name=f"neli-{name}")
             task.add_done_callback(self._on_task_done)
             self._tasks.append(task)
+            if name == "watchdog":
+                self._watchdog = task
 
     async def close(self, *, handover: bool = True) -> None:
         """Stop leading, leave the group (REVOKED is delivered to handlers) and flush.
@@ -183,10 +187,13 @@ class Neli:
         # A delivery in progress (the check loop dispatching a loss: the barrier flushing the
         # worker, then the tracing handler) must finish before its task is cancelled; cancelled
         # mid-barrier, the later handlers never saw the loss (no revoked span, no term end).
+        # The watchdog goes on until the end: leaving the group and the last revocation (which
+        # an application may answer with work of its own) are not a stall.
+        tasks = [task for task in self._tasks if task is not self._watchdog]
         async with self._events.lock:
-            for task in self._tasks:
+            for task in tasks:
                 task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._stopping.set()
@@ -199,6 +206,13 @@ class Neli:
         if self._producer is not None:
             await asyncio.to_thread(self._producer.flush, 5.0)
         self._events.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        with self._lock:
+            self._tracker.tick(self._clock.monotonic(), self._clock.wall())
+            self._ticked_by_callers = True
 
     async def _settle_rebalance(self) -> None:
         """Before leaving, let a rebalance in progress finish (bounded by S + 1 s).
@@ -344,10 +358,21 @@ class Neli:
         consumer may still believe in a session the group has already ended. An application
         that announces itself to a partition's previous holder (a probe, a hand-over request)
         should wait for this to end, since it cannot act on the partition before then.
+
+        After :meth:`close` the watchdog has stopped: each call then stands in for its tick, so
+        a caller that goes on asking at least every ``stall_limit_ms`` keeps the guard working.
         """
         clock = self._clock
         with self._lock:
-            return self._tracker.recovering(clock.monotonic(), clock.wall())
+            now_mono, now_wall = clock.monotonic(), clock.wall()
+            if self._ticked_by_callers:
+                # Closed: the watchdog has stopped, and each call stands in for its tick. An
+                # application finishing work after close (a relay handing partitions over)
+                # asks often; a gap between calls longer than stall_limit_ms counts as a
+                # stall. (Answering from the stopped watchdog reported a stall stall_limit_ms
+                # after close, for good: a relay stopped emitting mid hand-over.)
+                self._tracker.tick(now_mono, now_wall)
+            return self._tracker.recovering(now_mono, now_wall)
 
     def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""

@@ -231,3 +231,23 @@ async def test_after_a_session_loss_the_member_rejoins_without_waiting_for_the_b
         await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leading again")
         assert not handler_done, "the rejoin waited for the barrier of a lost session"
         await wait_for_async(lambda: bool(handler_done), 4 * S + 5, "the handler to finish")
+
+
+async def test_after_close_the_stall_guard_is_ticked_by_its_callers(
+    bootstrap: str, topic_factory: Callable[..., str], unique_name: Any
+) -> None:
+    """Exclusive: after close, ``recovering()`` stays false for a caller asking often (the
+    watchdog has stopped with the member; answering from it reported a stall stall_limit_ms
+    after close, for good), and a gap between calls longer than stall_limit_ms is a stall."""
+    cfg = _config(bootstrap, topic_factory(2), unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
+    assert cfg.stall_limit_ms is not None
+    limit_s = cfg.stall_limit_ms / 1000
+    async with Neli(cfg) as neli:
+        await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leadership")
+        assert not neli.recovering()
+    deadline = time.monotonic() + 3 * limit_s
+    while time.monotonic() < deadline:
+        assert not neli.recovering(), "a closed member asked often is not stalled"
+        await asyncio.sleep(limit_s / 10)
+    await asyncio.sleep(1.5 * limit_s)  # the stimulus: nobody asks for longer than the limit
+    assert neli.recovering(), "a gap longer than stall_limit_ms must count as a stall"
