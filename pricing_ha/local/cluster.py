@@ -124,6 +124,8 @@ class PricingCluster:
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     session_ms: int = SESSION_MS
     members: dict[str, Proc] = field(default_factory=dict)
+    #: How many instruments the latest :meth:`feed` was started with.
+    fed_instruments: int = 0
     #: Extra environment variables of every process (e.g. ``PRICING_HA__TELEMETRY__...``).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -192,6 +194,7 @@ class PricingCluster:
 
     def feed(self, *, instruments: int, rate: float, duration: float) -> Proc:
         """Start the synthetic feed; its summary goes to ``feed-summary.json``."""
+        self.fed_instruments = instruments
         return self.cli(
             "feed",
             "feed",

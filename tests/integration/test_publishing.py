@@ -80,7 +80,7 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
     killed_ns = time.time_ns()
     a.kill()
     # The feed ends once every instrument has been published again (by the survivor).
-    end_feed_once_flowing(cluster, "raw", killed_ns / 1e6 + 1000, 20, timeout_s=120)
+    end_feed_once_flowing(cluster, "raw", killed_ns / 1e6 + 1000, timeout_s=120)
     wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, "P1 to cover every seq after the kill")
     raw = [r for r in cluster.read("raw") if r.headers["group"] == cluster.group("p1")]
     assert not missing(set(by_group(raw, cluster.group("p1"))), cluster.expected())

@@ -19,7 +19,6 @@ from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
 TICK_S = 0.1
-INSTRUMENTS = 12
 RESUME_BOUND_S = 1.0
 
 
@@ -66,7 +65,7 @@ def _start(cluster: PricingCluster, feed_s: float) -> None:
         cluster.publisher(g, "b")
     cluster.relay("r1")
     cluster.wait_led(["p1", "p2", "relay"])
-    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=feed_s)
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=feed_s)
 
 
 def _stall(broker: EmbeddedBroker, seconds: float) -> int:
@@ -83,7 +82,7 @@ def _judge(cluster: PricingCluster, resumed_ns: list[int]) -> None:
     # The feed ends once the union has flowed again for a second after the last SIGCONT
     # (the bound is 1 s), or on its own.
     since_ms = max(resumed_ns) / 1e6 + 1000 * (RESUME_BOUND_S + 1)
-    end_feed_once_flowing(cluster, "raw", since_ms, INSTRUMENTS, timeout_s=120)
+    end_feed_once_flowing(cluster, "raw", since_ms, timeout_s=120)
     state = {"why": ""}
 
     def complete() -> bool:

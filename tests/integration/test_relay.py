@@ -128,7 +128,7 @@ def test_publisher_faults_leave_prices_exactly_once_without_silence(
     cluster.members["p1-b"].pause()
     time.sleep(2 * S)
     cluster.members["p1-b"].resume()
-    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, 20, timeout_s=120)
+    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, timeout_s=120)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     silence = _silence(prices)
@@ -155,7 +155,7 @@ def test_relay_kill_and_pause_keep_prices_exactly_once(cluster: PricingCluster) 
     cluster.members["relay-r2"].resume()
     # The feed ends once every instrument has flowed again after the last fault: each silence
     # the faults caused has ended by then.
-    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, 12, timeout_s=180)
+    end_feed_once_flowing(cluster, "prices", time.time() * 1000 + 1000, timeout_s=180)
     _wait_exactly_once(cluster)
     silence = _silence(cluster.read("prices"))
     worst = max(silence.values())

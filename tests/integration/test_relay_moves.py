@@ -24,7 +24,6 @@ from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1
-INSTRUMENTS = 12
 # A hand-over measured 0.13-0.56 s in development runs (the release's and the takeover
 # marker's round trips, then the successor's first fetch); a fail-over costs 6-9 s. The bound
 # leaves room for a loaded CI machine and still fails on a move that waits for a fail-over.
@@ -70,7 +69,7 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
     cluster.publisher("p2", "a")
     r1 = cluster.relay("r1")
     cluster.wait_led(["p1", "p2", "relay"])
-    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=10 * S + 10)
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
     wait_for(lambda: _took(cluster, "r1") >= cluster.partitions, 60, "r1 to take every partition")
     time.sleep(S)  # prices flowing from r1 before the move (the fault's timing)
     join_ms = time.time() * 1000
@@ -91,7 +90,7 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
         "r2 to take every partition",
     )
     end_ms = term_ms + 3 * S * 1000
-    end_feed_once_flowing(cluster, "prices", end_ms, INSTRUMENTS)
+    end_feed_once_flowing(cluster, "prices", end_ms)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     for what, lo, hi in (("join", join_ms, term_ms), ("SIGTERM", term_ms, end_ms)):
@@ -107,7 +106,7 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
     """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
     r1 = _two_relays(cluster)
-    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=10 * S + 10)
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     r1.kill()
     # The session expires after S; the rebalance and the takeover follow: pause in the middle.
@@ -119,7 +118,7 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
         embedded_broker.resume()
     resumed_ms = time.time() * 1000
     # Every instrument must flow on prices after the stall; the feed ends once they all have.
-    end_feed_once_flowing(cluster, "prices", resumed_ms + 1000, INSTRUMENTS)
+    end_feed_once_flowing(cluster, "prices", resumed_ms + 1000)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     after = {r.key.decode() for r in prices if r.key is not None and r.timestamp_ms > resumed_ms}
@@ -137,7 +136,7 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
     stall_s = relay_s + 0.5
     cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
     _two_relays(cluster)
-    cluster.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=6 * S + 10)
+    cluster.feed(instruments=12, rate=1 / TICK_S, duration=6 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     paused_ms = time.time() * 1000
     embedded_broker.pause()
@@ -146,7 +145,7 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
     finally:
         embedded_broker.resume()
     end_ms = paused_ms + (stall_s + 4 * S) * 1000
-    end_feed_once_flowing(cluster, "prices", end_ms, INSTRUMENTS)
+    end_feed_once_flowing(cluster, "prices", end_ms)
     _wait_exactly_once(cluster)
     prices = cluster.read("prices")
     silence = _silence_between(prices, paused_ms, end_ms)

@@ -51,10 +51,7 @@ def report(scenario: Scenario, seed: int, events: list[Event], factory: TrackerF
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_invariants_hold(name: str) -> None:
     """Every random schedule keeps the scenario's invariant (a shrunk trace if one does not)."""
-    scenario = SCENARIOS[name]
-    failure = first_failure(scenario, range(SEED0, SEED0 + SCHEDULES))
-    if failure is not None:
-        pytest.fail(report(scenario, *failure, LeadershipTracker))
+    _check_schedules(name, range(SEED0, SEED0 + SCHEDULES))
 
 
 @pytest.mark.slow
@@ -63,9 +60,13 @@ def test_invariants_hold(name: str) -> None:
 def test_invariants_hold_over_many_more_schedules(name: str) -> None:
     """The same invariant over the schedules after the default run's (the slow suite's share:
     the default run keeps to 100 per scenario for CI's time)."""
-    scenario = SCENARIOS[name]
     first = SEED0 + SCHEDULES
-    failure = first_failure(scenario, range(first, first + SLOW_SCHEDULES))
+    _check_schedules(name, range(first, first + SLOW_SCHEDULES))
+
+
+def _check_schedules(name: str, seeds: range) -> None:
+    scenario = SCENARIOS[name]
+    failure = first_failure(scenario, seeds)
     if failure is not None:
         pytest.fail(report(scenario, *failure, LeadershipTracker))
 
