@@ -181,7 +181,6 @@ def test_price_traces_switch_spans_and_publisher_health(cluster: PricingCluster)
         a = span["attributes"]
         assert span["name"] == f"relay.switch {instrument}"
         assert (a["pricing_ha.switch.from"], a["pricing_ha.switch.to"]) == (p1_src, p2_src)
-        assert span["end_ns"] > killed_ns
         assert a["pricing_ha.switch.gap_seq"] == 0  # P2 published everything: no missing seq
         # 0 when the relay emitted both in one batch (it reads one clock per batch).
         assert 0 <= a["pricing_ha.switch.silence_s"] < 3 * S + 5
@@ -193,6 +192,10 @@ def test_price_traces_switch_spans_and_publisher_health(cluster: PricingCluster)
         )
         assert span["links"], "the switching price is traced (ratio 1): the span links to it"
     assert any(s["attributes"]["pricing_ha.switch.duplicates_dropped"] > 0 for s in last.values())
+    # The fail-over: instruments switch to P2 at the kill. One whose P2 copies had overtaken
+    # P1's for good before it (seen once in CI: last switch 3.4 s before the kill) is already
+    # on P2 and needs no switch then, so not every instrument must; the kill must move some.
+    assert any(s["end_ns"] > killed_ns for s in last.values()), "no switch at the kill"
 
     # 3. The traces command renders both.
     out = cluster.workdir / "leadership.html"
