@@ -120,6 +120,7 @@ def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
 
 
 _FENCING = ("transactions", "none")
+_MIN_OUTPUT_TIMEOUT_MS = 500
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,6 +133,11 @@ class RelayConfig:
             the grace period after a new assignment. Default 1600.
         clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
         pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
+        output_timeout_ms: the ``message.timeout.ms`` of the relay's output to ``prices``: a
+            record not acknowledged this long after it was produced fails instead of being
+            sent late. So a crashed or deposed owner's output has landed or expired T + e +
+            this after its last heartbeat, and that is how long its successor waits (see
+            below). At least 500, at most S. Default 1000.
         reorder_window_ms: how long to wait for a missing seq from the other group's copy
             before declaring a gap. Default 500: a missing copy costs at most this much delay,
             while a shorter window turns a briefly lagging group into a declared gap (a copy
@@ -160,6 +166,17 @@ class RelayConfig:
     holds a rejoining member that is not the group's leader 3 s before it answers: a 2 s stall
     cost 7.5-8.9 s of silence on ``prices`` in the fault drill.
 
+    Why ``output_timeout_ms`` = 1000 (not S, as before): after a crash the successor waits until
+    T + e + output_timeout after the dead owner's last heartbeat, and it is assigned about
+    S + 1 s (the broker's rebalance) after the crash. At output_timeout = S = 2000 the wait
+    ended 3.5-3.8 s after the crash, later than the assignment; at 1000 it ends 2.5-2.8 s
+    after, so detection alone sets the pace. The cost: the broker must acknowledge the relay's
+    output within 1 s, or the partition's output fails and is re-established from the end of
+    ``prices`` (a fresh producer; nothing is lost or duplicated, the seq check guards it). The
+    relay's output was acknowledged in well under that on a loaded 2-core machine except in a
+    broker stall, which costs the relays their sessions anyway. Above S it would also outlast
+    the wait after a pause (about 0.75 S + T), hence the bound.
+
     Why T = 1600 ms, above the fast variant's "T at most S / 3" rule of thumb: the rule leaves
     room for the owner's clock and its heartbeat round trip, and for a pause between asking and
     acting. Here the invariant itself is enforced (T + e < S, checked above), a pause is caught
@@ -169,8 +186,8 @@ class RelayConfig:
     heartbeat round trip exceeds 0.67 s, which on a loaded 2-core machine happens often
     (self-fencing flaps) and buys no safety the checks above do not already give. On real
     Kafka, whose brokers refuse sessions below ``group.min.session.timeout.ms`` (6000 by
-    default), use S = 6000, T = 4000, e = 500; a rebalance there ends once every member has
-    rejoined.
+    default), use S = 6000, T = 4000, e = 500, output_timeout_ms = 2000; a rebalance there
+    ends once every member has rejoined.
 
     ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
     a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
@@ -185,6 +202,7 @@ class RelayConfig:
     threshold_ms: int = 1600
     clock_skew_ms: int = 200
     pulse_interval_ms: int = 300
+    output_timeout_ms: int = 1000
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
     fencing: str = "none"
@@ -207,6 +225,14 @@ class RelayConfig:
             f"({self.threshold_ms} + {self.clock_skew_ms} >= {self.session_timeout_ms})",
         )
         _check_pulse(self, self.pulse_interval_ms, self.threshold_ms)
+        check_ms(self, "output_timeout_ms", self.output_timeout_ms, _MIN_OUTPUT_TIMEOUT_MS)
+        check(
+            self.output_timeout_ms <= self.session_timeout_ms,
+            self,
+            "output_timeout_ms",
+            f"must be at most session_timeout_ms ({self.session_timeout_ms}), "
+            f"got {self.output_timeout_ms}",
+        )
         check(
             0 <= self.reorder_window_ms < self.threshold_ms,
             self,

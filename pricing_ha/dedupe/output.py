@@ -149,7 +149,7 @@ class RelayOutput:
         self._markers = 0
         #: Whether each owned partition is written by a transactional producer of its own.
         self.fencing = cfg.relay.fencing == "transactions"
-        message_timeout_ms = max(500, cfg.relay.session_timeout_ms)
+        message_timeout_ms = cfg.relay.output_timeout_ms
         self.fences = Fences(
             cfg.broker.client_config(
                 defaults={
@@ -181,9 +181,10 @@ class RelayOutput:
                     "acks": "all",
                     "enable.idempotence": True,
                     "client.id": f"relay-{member}-prices",
-                    # Output queued before a pause must expire, not land after a takeover:
-                    # the next owner cannot emit before about 0.75 S + T after the pause.
-                    "message.timeout.ms": max(500, cfg.relay.session_timeout_ms),
+                    # Output queued before a pause or a crash must expire, not land after a
+                    # takeover: the next owner waits T + e + this after the owner's last
+                    # heartbeat (RelayConfig.output_timeout_ms).
+                    "message.timeout.ms": message_timeout_ms,
                 },
             ),
             name=f"relay-{member}-prices",

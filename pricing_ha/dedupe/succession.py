@@ -97,9 +97,9 @@ class Succession:
         self._skew_s = relay.clock_skew_ms / 1000
         # From a previous holder's last heartbeat until all it produced while it led has landed
         # or expired: T (it led at most that long after it), e (the heartbeat's timestamp is
-        # its clock), S (its output's message.timeout.ms). See _unclean_wait.
+        # its clock), its output's message.timeout.ms. See _unclean_wait.
         self._output_expired_s = (
-            relay.threshold_ms + relay.clock_skew_ms + max(500, relay.session_timeout_ms)
+            relay.threshold_ms + relay.clock_skew_ms + relay.output_timeout_ms
         ) / 1000
         #: Per partition, this member's latest takeover markers there (terms it began, or
         #: ended before they began), kept after the terms end.
@@ -319,9 +319,10 @@ class Succession:
           the marker before its own announcement, and it emits in a hand-over only once it
           has read that back). What it produced while it still led may be in flight. It led
           at most T after its last heartbeat, which NELI says was sent ``silent`` ago (within
-          e), and its output expires S after it was produced (``message.timeout.ms``): wait
-          until T + e + S have passed since that heartbeat. After a crash that is under a
-          second after the takeover's marker, instead of a whole grace period.
+          e), and its output expires ``output_timeout_ms`` after it was produced
+          (``message.timeout.ms``): wait until T + e + that have passed since the heartbeat.
+          After a crash that has passed by the time the successor is assigned, instead of a
+          whole grace period.
         """
         asked = time.monotonic() - HANDOVER_FRESH_S - 0.2
         wait = HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0

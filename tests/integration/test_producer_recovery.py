@@ -110,7 +110,9 @@ def cfg(target: Target) -> Iterator[AppConfig]:
             raw_dlq=f"{prefix}.raw.dlq",
             partitions=M,
         ),
-        relay=RelayConfig(session_timeout_ms=MESSAGE_TIMEOUT_MS),  # its message.timeout.ms
+        relay=RelayConfig(
+            session_timeout_ms=MESSAGE_TIMEOUT_MS, output_timeout_ms=MESSAGE_TIMEOUT_MS
+        ),
     )
     admin = make_admin(config)
     create_topics(admin, config)

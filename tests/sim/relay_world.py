@@ -43,8 +43,8 @@ from confluent_kafka import (
 
 from pricing_ha.config import RelayConfig
 
-#: The relay producer's message.timeout.ms: RelayConfig's S (what the relay's waits rely on).
-MESSAGE_TIMEOUT_S = RelayConfig().session_timeout_ms / 1000
+#: The relay producer's message.timeout.ms (what the relay's waits rely on).
+MESSAGE_TIMEOUT_S = RelayConfig().output_timeout_ms / 1000
 #: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
 SKEW_S = RelayConfig().clock_skew_ms / 1000
 

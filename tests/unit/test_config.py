@@ -342,6 +342,8 @@ def test_cross_section_rule_is_checked(tmp_path: Path) -> None:
         ("[feed]\nsymbols = []\n", "feed.symbols"),
         ('[feed]\nsymbols = ["A", "A"]\n', "feed.symbols"),
         ("[relay]\nreorder_window_ms = -1\n", "relay.reorder_window_ms"),
+        ("[relay]\noutput_timeout_ms = 400\n", "relay.output_timeout_ms"),
+        ("[relay]\noutput_timeout_ms = 2500\n", "relay.output_timeout_ms"),  # above S
     ],
 )
 def test_range_checks(tmp_path: Path, toml: str, key: str) -> None:
