@@ -18,7 +18,7 @@ from typing import Any
 from _common import TopicTail, wait_until
 from confluent_kafka import Message
 
-from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.cluster import PricingCluster, Record
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.verdict import Verdict, judge
 
@@ -154,7 +154,7 @@ def exactly_once(cluster: PricingCluster, wait_s: float = 0.0) -> dict[str, Any]
 
     wait_until(ok, wait_s, poll_s=1.0)
     v = verdicts[-1]
-    return {
+    out: dict[str, Any] = {
         "ok": v.ok,
         "expected": sum(i.expected for i in v.instruments),
         "delivered": sum(i.delivered for i in v.instruments),
@@ -162,6 +162,87 @@ def exactly_once(cluster: PricingCluster, wait_s: float = 0.0) -> dict[str, Any]
         "missing": sum(i.missing for i in v.instruments),
         "out_of_order": sum(i.out_of_order for i in v.instruments),
     }
+    if not v.ok:
+        out["defects"] = locate_defects(cluster.read("prices"))
+    return out
+
+
+def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
+    """Where ``prices`` repeats or reorders a seq: the first ``limit`` such records, each
+    with the copy (or the higher seq) it follows, to line them up with the run's events.
+
+    Each entry: instrument, seq, kind (``duplicate`` or ``out_of_order``), and for the record
+    and the earlier one: partition, offset, timestamp (ms) and the relay member that wrote it.
+    Grouped per partition as runs of consecutive offsets, so a window of two writers shows as
+    one run.
+    """
+
+    def where(r: Record) -> dict[str, Any]:
+        return {
+            "partition": r.partition,
+            "offset": r.offset,
+            "timestamp_ms": r.timestamp_ms,
+            "relay": r.headers.get("relay"),
+        }
+
+    seen: dict[tuple[str, int], Record] = {}
+    highest: dict[str, Record] = {}
+    found: list[dict[str, Any]] = []
+    for r in sorted(prices, key=lambda r: (r.partition, r.offset)):
+        if r.key is None or "seq" not in r.headers:
+            continue
+        instrument, seq = r.key.decode(), int(r.headers["seq"])
+        earlier = seen.get((instrument, seq))
+        top = highest.get(instrument)
+        if earlier is not None:
+            found.append(
+                {
+                    "kind": "duplicate",
+                    "instrument": instrument,
+                    "seq": seq,
+                    "record": where(r),
+                    "earlier": where(earlier),
+                }
+            )
+        elif top is not None and int(top.headers["seq"]) > seq:
+            found.append(
+                {
+                    "kind": "out_of_order",
+                    "instrument": instrument,
+                    "seq": seq,
+                    "record": where(r),
+                    "after": where(top),
+                }
+            )
+        seen.setdefault((instrument, seq), r)
+        if top is None or int(top.headers["seq"]) < seq:
+            highest[instrument] = r
+    runs: list[dict[str, Any]] = []
+    for d in found:
+        rec = d["record"]
+        last = runs[-1] if runs else None
+        if (
+            last
+            and last["partition"] == rec["partition"]
+            and rec["offset"] - last["to_offset"] <= 50
+        ):
+            last["to_offset"] = rec["offset"]
+            last["to_timestamp_ms"] = rec["timestamp_ms"]
+            last["count"] += 1
+            last["relays"] = sorted({*last["relays"], str(rec["relay"])})
+        else:
+            runs.append(
+                {
+                    "partition": rec["partition"],
+                    "from_offset": rec["offset"],
+                    "to_offset": rec["offset"],
+                    "from_timestamp_ms": rec["timestamp_ms"],
+                    "to_timestamp_ms": rec["timestamp_ms"],
+                    "count": 1,
+                    "relays": [str(rec["relay"])],
+                }
+            )
+    return {"total": len(found), "runs": runs, "first": found[:limit]}
 
 
 def foreign_processes() -> list[str]:

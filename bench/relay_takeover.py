@@ -224,6 +224,7 @@ class Rounds:
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
         at_ms = time.time_ns() / 1e6
+        row["at_ms"] = round(at_ms)  # to line the event up with any defect on prices
         proc = c.members[f"relay-{victim}"]
         if how == "kill":
             proc.kill()
@@ -267,6 +268,7 @@ class Rounds:
                 p: _max_gap_ms(list(self.tail.records[p]), join_ms, settled_ms) / 1000
                 for p in range(self.c.partitions)
             },
+            "at_ms": round(join_ms),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
             "settled_as": how,
         }
