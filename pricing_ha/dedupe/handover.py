@@ -131,6 +131,17 @@ class HandOvers:
         self._ticked.pop(partition, None)
         return None if until is None else time.monotonic() - until + self.bound_s
 
+    def asked(self, partition: int) -> bool:
+        """Whether ``partition`` is being handed over and its successor has asked for it (a
+        probe or takeover marker read after this member's term): nothing more goes out on it,
+        and once what went out is acknowledged it is released."""
+        term = self._terms.get(partition)
+        return (
+            partition in self._until
+            and term is not None
+            and self._standby.requested_after(partition, term)
+        )
+
     def may_emit(self, partition: int) -> bool:
         """Whether a partition being handed over may be emitted on at this instant.
 

@@ -11,10 +11,10 @@ marks just before it are where emitting starts. Without fencing, three things ca
 it wait or give up:
 
 * the partition was not released: the old owner may be handing it over and still emitting
-  (it stops within :data:`~.handover.HANDOVER_FRESH_S` of seeing the marker), or a crashed
-  owner's output may still be in flight (it led at most T after its last heartbeat, and its
-  output expires S after it was produced). Wait for the release or for that time, then mark
-  the end again;
+  (it stops within :data:`~.handover.HANDOVER_FRESH_S` of seeing the request, and its output
+  lands or expires ``output_timeout_ms`` after it was produced), or a crashed owner's output
+  may still be in flight (it led at most T after its last heartbeat). Wait for the release or
+  for that time, then mark the end again;
 * another member began a term after this member asked for the partition, or after NELI
   assigned it here: one of the two may be a zombie. End this term before it began, and retry
   after a grace period;
@@ -51,6 +51,10 @@ _OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, re
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
 _FENCED_WAIT_S = 0.3
+# librdkafka looks for timed-out records once a second: a record may outlive its
+# message.timeout.ms by up to this long before it fails instead of being sent.
+_EXPIRY_SCAN_S = 1.0
+_MARGIN_S = 0.2
 
 
 class LeadershipSource(Protocol):
@@ -101,6 +105,11 @@ class Succession:
         self._output_expired_s = (
             relay.threshold_ms + relay.clock_skew_ms + relay.output_timeout_ms
         ) / 1000
+        # From a request (probe or marker) to an owner handing over until all it produced
+        # before it saw the request has landed or expired. See _unclean_wait.
+        self._drained_s = (
+            HANDOVER_FRESH_S + relay.output_timeout_ms / 1000 + _EXPIRY_SCAN_S + _MARGIN_S
+        )
         #: Per partition, this member's latest takeover markers there (terms it began, or
         #: ended before they began), kept after the terms end.
         self._own_markers: dict[int, deque[int]] = {}
@@ -197,8 +206,8 @@ class Succession:
 
         Where the marker finds ``prices[k]`` not released, its previous owner may be handing
         it over and still emitting: the marker is its signal to stop. Unless this member's
-        probe was acknowledged over ``HANDOVER_FRESH_S`` + 0.2 s earlier (the usual case after
-        a grace period: the old owner has stopped since), the takeover waits until the release
+        probe was acknowledged long enough ago for that owner to have stopped and its output
+        to have landed or expired (:meth:`_unclean_wait`), the takeover waits until the release
         appears, at most that long, and then marks the end again, so that it starts after the
         old owner's last record. See the module docstring for the other waits.
         """
@@ -311,10 +320,18 @@ class Succession:
         """How long a takeover whose marker found ``partition`` not released waits for the
         release before it marks the end again (0: not at all). Without fencing only.
 
-        * The latest term's owner announced a hand-over below the marker, or nothing is known
-          of when it last led: it may be handing over, and stops within ``HANDOVER_FRESH_S``
-          of seeing the marker. Wait that long (plus margin) after this member's probe, unless
-          the probe was acknowledged longer ago than that (it stopped then).
+        * The latest term's owner announced a hand-over below the marker: it emits until it
+          sees this member's request (the probe, else this marker), within
+          ``HANDOVER_FRESH_S`` of its acknowledgement, and what it produced until then lands
+          or expires within ``output_timeout_ms`` of being produced, plus up to a second
+          (librdkafka looks for timed-out records once a second). Wait until all that has
+          passed since the request. Its release normally ends the wait much sooner; one that
+          does not come (its output failed, it crashed mid hand-over, its flush is slow on a
+          loaded broker) no longer lets its late records land above the marks: the old wait,
+          ``HANDOVER_FRESH_S`` + 0.2 s, covered its stopping but not its queued output.
+        * Nothing is known of when it last led: it may be handing over. Wait
+          ``HANDOVER_FRESH_S`` (plus margin) after this member's probe, unless the probe was
+          acknowledged longer ago than that (it stopped then).
         * No announcement below the marker: the owner will not emit on k again (its tail reads
           the marker before its own announcement, and it emits in a hand-over only once it
           has read that back). What it produced while it still led may be in flight. It led
@@ -324,13 +341,14 @@ class Succession:
           After a crash that has passed by the time the successor is assigned, instead of a
           whole grace period.
         """
-        asked = time.monotonic() - HANDOVER_FRESH_S - 0.2
-        wait = HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
-        if not snap.handing_over:
-            silent = self._neli.previous_holder_silent_s(partition)
-            if silent is not None:
-                wait = max(0.0, self._output_expired_s - silent)
-        return wait
+        now = time.monotonic()
+        if snap.handing_over:
+            return max(0.0, self._probe_acked.get(partition, now) + self._drained_s - now)
+        silent = self._neli.previous_holder_silent_s(partition)
+        if silent is not None:
+            return max(0.0, self._output_expired_s - silent)
+        asked = now - HANDOVER_FRESH_S - 0.2
+        return HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
 
     def _end_unbegun(
         self, partition: int, snap: Snapshot, why: str, retry_after_s: float
