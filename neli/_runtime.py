@@ -1,13 +1,14 @@
-"""The NELI member: Kafka plumbing around the pure :class:`LeadershipTracker`.
+"""The NELI member: the facade and lifecycle around the pure :class:`LeadershipTracker`.
 
-Threads and tasks of one member:
+:class:`Neli` starts and stops a member and answers its queries; the Kafka work runs in:
 
-* a **poll thread** owns the librdkafka consumer: it polls, feeds heartbeats to the tracker and
-  runs the rebalance callbacks. A revocation blocks that thread (and so the rebalance) until the
-  barrier handlers on the event loop have returned: the barrier semantics of goNELI.
+* the **poll thread** (:mod:`neli._poller`), which owns the librdkafka consumer: it polls, feeds
+  heartbeats to the tracker and runs the rebalance callbacks. A revocation blocks that thread
+  (and so the rebalance) until the barrier handlers on the event loop have returned: the
+  barrier semantics of goNELI.
 * a **pulse task** publishes heartbeats every ``pulse_interval_ms``: to every partition (full
   NELI) or to the partitions this member owns (fast variant); see :mod:`neli._heartbeat_sender`.
-* a **watchdog task** ticks the tracker's stall detector.
+* a **watchdog task** ticks the tracker's stall guard (:mod:`neli._stall`).
 * a **check task** re-evaluates leadership every ``check_interval_ms`` and delivers
   ACQUIRED / FENCED / RESUMED events; REVOKED comes from the rebalance callbacks.
 
@@ -22,26 +23,17 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any
 
-from confluent_kafka import (
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, Producer
 
 from neli._clock import SYSTEM_CLOCK, Clock
 from neli._config import Mode, NeliConfig
 from neli._dispatch import EventDispatcher
 from neli._errors import NeliClosedError
 from neli._events import BarrierHandler, LeadershipEvent
-from neli._heartbeat import Heartbeat, HeartbeatDecodeError
 from neli._heartbeat_sender import HeartbeatSender, MetaProvider
+from neli._poller import Poller
 from neli._roles import role_partition
 from neli._status import NeliStatus
 from neli._topic import topic_partitions
@@ -49,14 +41,7 @@ from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
 
-_POLL_TIMEOUT_S = 0.05
 _ROLE_CACHE_SIZE = 100_000
-
-
-def _log_dispatch_failure(future: Future[None]) -> None:
-    """Log a revocation dispatch that nobody waits for, if it failed."""
-    if not future.cancelled() and future.exception() is not None:
-        log.error("neli revocation dispatch failed", exc_info=future.exception())
 
 
 class Neli:
@@ -85,14 +70,12 @@ class Neli:
         """Create a member; nothing connects until :meth:`start`."""
         self.config = config
         self.member_id = f"{config.member_name}/{uuid.uuid4().hex[:12]}"
-        self._store_own = config.stores_own_heartbeats
         self._clock = clock
         self._meta: list[MetaProvider] = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
         self._lock = threading.Lock()
         self._events = EventDispatcher(config, self.member_id, clock)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._partitions = 0
         # murmur2 in Python costs ~2 us; roles (instruments) are few and asked about constantly.
@@ -101,12 +84,9 @@ class Neli:
         self._tasks: list[asyncio.Task[None]] = []
         self._watchdog: asyncio.Task[None] | None = None
         self._ticked_by_callers = False  # closed: recovering()'s callers tick the watchdog
-        self._stopping = threading.Event()
-        self._leave = threading.Event()
-        self._poll_done: asyncio.Future[None] | None = None
+        self._poller: Poller | None = None
         self._closed = False
         self._failure: BaseException | None = None
-        self._rebalancing = True  # from joining until the first assignment, and revoke->assign
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -130,20 +110,13 @@ class Neli:
             raise NeliClosedError("start() was already called")
         self._loop = asyncio.get_running_loop()
         cfg = self.config
-        self._consumer = Consumer(cfg.consumer_settings(), logger=log)
+        consumer = Consumer(cfg.consumer_settings(), logger=log)
         self._producer = Producer(cfg.producer_settings(), logger=log)
         try:
-            self._partitions = await asyncio.to_thread(topic_partitions, self._consumer, cfg)
+            self._partitions = await asyncio.to_thread(topic_partitions, consumer, cfg)
         except BaseException:
-            self._consumer.close()
+            consumer.close()
             raise
-        self._consumer.subscribe(
-            [cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
-        self._poll_done = self._loop.create_future()
-        threading.Thread(
-            target=self._poll_thread, name=f"neli-poll-{cfg.group_id}", daemon=True
-        ).start()
         self._sender = HeartbeatSender(
             config=cfg,
             member_id=self.member_id,
@@ -154,6 +127,19 @@ class Neli:
             partitions=self._partitions,
             meta=self._meta,
         )
+        self._poller = Poller(
+            config=cfg,
+            member_id=self.member_id,
+            tracker=self._tracker,
+            lock=self._lock,
+            clock=self._clock,
+            consumer=consumer,
+            loop=self._loop,
+            events=self._events,
+            pulse=self._sender.pulse,
+            on_failure=self._on_poll_failure,
+        )
+        self._poller.start()
         with self._lock:
             self._tracker.tick(self._clock.monotonic(), self._clock.wall())
         for name, coro in (
@@ -196,10 +182,10 @@ class Neli:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._stopping.set()
-        if self._poll_done is not None:
+        if self._poller is not None:
+            self._poller.stop()
             with contextlib.suppress(Exception):
-                await self._poll_done
+                await self._poller.done
         with self._lock:
             left = self._tracker.revoke(self._tracker.led_or_assigned(), "closed")
         await self._events.dispatch(left)
@@ -223,11 +209,17 @@ class Neli:
         """
         deadline = self._clock.monotonic() + self.config.session_timeout_ms / 1000 + 1.0
         # The flag is flipped by librdkafka's callbacks in the poll thread: polled, not awaited.
-        while self._rebalancing and self._failure is None and self._clock.monotonic() < deadline:  # noqa: ASYNC110
+        # No poller: start() failed before polling, and the member counts as still joining.
+        while (  # noqa: ASYNC110
+            (self._poller is None or self._poller.rebalancing)
+            and self._failure is None
+            and self._clock.monotonic() < deadline
+        ):
             await asyncio.sleep(0.05)
 
     async def _hand_over(self) -> None:
-        self._leave.set()
+        if self._poller is not None:
+            self._poller.leave()
         deadline = self._clock.monotonic() + self.config.threshold_s + 1.0
         while self._clock.monotonic() < deadline:
             with self._lock:
@@ -237,9 +229,9 @@ class Neli:
 
     async def wait(self) -> None:
         """Wait until the member stops; raise the failure of a background job, if any."""
-        if self._poll_done is None:
+        if self._poller is None:
             raise NeliClosedError("not started")
-        await asyncio.shield(self._poll_done)
+        await asyncio.shield(self._poller.done)
         if self._failure is not None:
             raise self._failure
 
@@ -250,7 +242,12 @@ class Neli:
         if exc is not None:
             log.error("neli background task %s failed", task.get_name(), exc_info=exc)
             self._failure = exc
-            self._stopping.set()
+            if self._poller is not None:
+                self._poller.stop()
+
+    def _on_poll_failure(self, exc: BaseException) -> None:
+        """The poll thread ended on ``exc`` (called from that thread): :meth:`wait` raises it."""
+        self._failure = exc
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -424,125 +421,3 @@ class Neli:
                     transitions = self._tracker.evaluate(clock.monotonic(), clock.wall())
                 await self._events.dispatch(transitions)
             await asyncio.sleep(interval)
-
-    # -- poll thread and rebalance callbacks --------------------------------------------------
-
-    def _poll_thread(self) -> None:
-        assert self._consumer is not None
-        assert self._loop is not None
-        consumer, loop = self._consumer, self._loop
-        error: BaseException | None = None
-        try:
-            left = False
-            while not self._stopping.is_set():
-                if self._leave.is_set() and not left:
-                    consumer.unsubscribe()  # revocation with release: leading until stale
-                    left = True
-                msg = consumer.poll(_POLL_TIMEOUT_S)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.fatal():
-                        raise KafkaException(err)
-                    log.warning("neli consumer: %s", err)
-                    continue
-                self._on_record(msg)
-        except BaseException as exc:  # noqa: BLE001 - handed to wait() instead of lost in a thread
-            error = exc
-        finally:
-            try:
-                consumer.close()  # leaves the group; revocation runs the barrier
-            except Exception:
-                log.exception("neli consumer close failed")
-        if error is not None:
-            self._failure = error
-        with contextlib.suppress(RuntimeError):  # the loop is already closed
-            loop.call_soon_threadsafe(self._finish_poll)
-
-    def _finish_poll(self) -> None:
-        if self._poll_done is not None and not self._poll_done.done():
-            self._poll_done.set_result(None)
-
-    def _on_record(self, msg: Message) -> None:
-        partition = msg.partition()
-        if partition is None:
-            return
-        try:
-            hb = Heartbeat.decode(msg.value())
-        except HeartbeatDecodeError as exc:
-            log.debug("ignoring non-heartbeat on %s[%d]: %s", msg.topic(), partition, exc)
-            return
-        ts_type, ts_ms = msg.timestamp()
-        publish = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000.0
-        with self._lock:
-            self._tracker.observe(partition, hb, publish, self._clock.monotonic())
-        if self._store_own and hb.member_id == self.member_id:
-            self._store(msg, partition)
-
-    def _store(self, msg: Message, partition: int) -> None:
-        """Fast exclusive: store the offset *of* our own heartbeat for the auto-commit (not
-        the next one), so that whoever holds the partition next reads it first."""
-        assert self._consumer is not None
-        offset = msg.offset()
-        if offset is None or offset < 0:
-            return
-        try:
-            self._consumer.store_offsets(
-                offsets=[TopicPartition(self.config.topic, partition, offset)]
-            )
-        except KafkaException as exc:  # revoked meanwhile: nothing to commit there
-            log.debug("neli: offset of partition %d not stored: %s", partition, exc)
-
-    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalancing = False
-        given = sorted(tp.partition for tp in partitions if tp.topic == self.config.topic)
-        if given:
-            log.info("neli %s assigned %s", self.config.group_id, given)
-        with self._lock:
-            self._tracker.assign(
-                given,
-                self._clock.monotonic(),
-                self._clock.wall(),
-            )
-        if partitions and self._loop is not None and self._sender is not None:
-            # A new assignment needs this member's own heartbeat (fast variant): send it now.
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                self._loop.call_soon_threadsafe(self._sender.pulse)
-
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalancing = True
-        self._revoke(partitions, "rebalance")
-
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._revoke(partitions, "session lost", lost=True)
-
-    def _revoke(self, partitions: list[TopicPartition], reason: str, *, lost: bool = False) -> None:
-        with self._lock:
-            transitions = self._tracker.revoke(
-                [tp.partition for tp in partitions if tp.topic == self.config.topic],
-                reason,
-                release=not self._stopping.is_set(),
-                lost=lost,
-            )
-        if not transitions or self._loop is None:
-            return
-        future = asyncio.run_coroutine_threadsafe(
-            self._events.dispatch_locked(transitions), self._loop
-        )
-        if lost:
-            # The group has already moved on without this member: waiting for the barrier
-            # protects nothing (leads() is already False, and whoever is assigned next waits
-            # out its grace period) and only delays the rejoin. After a broker stall, with
-            # FENCED events still flushing a stalled producer ahead of these, waiting cost the
-            # relays 1-2 s and a second rebalance (the fault drill).
-            future.add_done_callback(_log_dispatch_failure)
-            return
-        try:
-            # Blocking here blocks the rebalance: in-flight work finishes first (barrier).
-            future.result(timeout=self.config.barrier_timeout_ms / 1000)
-        except FutureTimeoutError:
-            timeout = self.config.barrier_timeout_ms
-            log.warning("neli barrier handlers did not finish in %d ms", timeout)
-        except Exception:
-            log.exception("neli revocation dispatch failed")

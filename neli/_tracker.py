@@ -55,12 +55,10 @@ When can leadership no longer be trusted?
   revocation (a rebalance) is unaffected.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until S + 0.5 s (at least T)
-  after it runs again: while paused its session may have expired and the partition been given
-  away, and records fetched under the stale assignment could otherwise make it look fresh; and
-  where the pause stopped the monotonic clock, librdkafka (which times the session on that
-  clock) may believe in its session for up to S after the pause, with the group coordinator
-  out of reach to tell it otherwise. A stall is a gap between watchdog ticks on the monotonic
-  *or* the wall clock (some VM pauses stop the monotonic clock). This guard is what goNELI lacks.
+  after it runs again. Why, and how a stall is detected: :mod:`neli._stall`.
+
+Two parts live in modules of their own: the stall guard (:mod:`neli._stall`) and what the other
+members of the group claim to lead, read from their heartbeats (:mod:`neli._claims`).
 """
 
 from __future__ import annotations
@@ -69,13 +67,11 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from neli._claims import Claims
 from neli._config import Mode, NeliConfig, Variant
 from neli._events import EventKind
 from neli._heartbeat import Heartbeat
-
-#: How long librdkafka may take to act on an expired session once its timer says so (its
-#: check runs periodically: it reported 2,042-2,172 ms at S = 2,000 ms on the embedded broker).
-_LOST_NOTICE_S = 0.5
+from neli._stall import StallGuard
 
 
 class _State(enum.Enum):
@@ -111,16 +107,6 @@ def _silence(slot: _Slot, now_wall: float) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rival:
-    """Another member of the group, seen claiming a partition in its heartbeats."""
-
-    member_id: str
-    first_mono: float  # receipt of the first heartbeat of its current unbroken run of claims
-    last_mono: float  # receipt of its latest heartbeat claiming the partition
-    counter: int  # that heartbeat's counter: a later one without the partition ends the claim
-
-
-@dataclass(frozen=True, slots=True)
 class Transition:
     """A leadership transition decided by the tracker."""
 
@@ -137,49 +123,24 @@ class LeadershipTracker:
     def __init__(self, config: NeliConfig, member_id: str) -> None:
         """Create a tracker for ``member_id`` with ``config``'s timing."""
         assert config.threshold_ms is not None
-        assert config.stall_limit_ms is not None
         self._config = config
         self._member_id = member_id
         self._t = config.threshold_ms / 1000.0
         self._e = config.clock_skew_ms / 1000.0
-        self._stall_limit = config.stall_limit_ms / 1000.0
-        # How long a member that stalled stays suspect once it runs again: until its consumer
-        # would have noticed a lost session. librdkafka times a session on the monotonic
-        # clock, which some VM pauses stop, so after such a pause it may still believe in its
-        # session for up to S; and its check runs on a timer (+ _LOST_NOTICE_S). At least T.
-        self._stall_suspend = max(self._t, config.session_timeout_ms / 1000.0 + _LOST_NOTICE_S)
         self._exclusive = config.mode is Mode.EXCLUSIVE
         self._fast = config.variant is Variant.FAST
         self._slots: dict[int, _Slot] = {}
         self._incarnations = 0
-        self._last_tick: float | None = None
-        self._last_tick_wall: float | None = None
-        self._suspect_until = 0.0
-        self._leaders: dict[int, Heartbeat] = {}
+        self._stall = StallGuard(config)
         self._hold = config.keep_leading_when_isolated and not self._exclusive
-        #: Per partition: another member of the group seen leading it.
-        self._rivals: dict[int, _Rival] = {}
-        #: How many stalls longer than the limit were detected.
-        self.stalls = 0
+        self._claims = Claims(self._t)
 
     # -- inputs -------------------------------------------------------------------------------
 
     def tick(self, now_mono: float, now_wall: float | None = None) -> None:
-        """Watchdog tick, called often (every ``check_interval_ms``) by the runtime.
-
-        A gap since the last tick longer than ``stall_limit_ms`` on either clock is a stall:
-        the wall clock catches a pause during which the monotonic clock stood still (some VM
-        freezes), at the price of a false alarm when the wall clock is stepped forward.
-        """
-        last, last_wall, limit = self._last_tick, self._last_tick_wall, self._stall_limit
-        if (last is not None and now_mono - last > limit) or (
-            last_wall is not None and now_wall is not None and now_wall - last_wall > limit
-        ):
-            self.stalls += 1
-            self._suspect_until = now_mono + self._stall_suspend
-        self._last_tick = now_mono
-        if now_wall is not None:
-            self._last_tick_wall = now_wall
+        """Watchdog tick, called often (every ``check_interval_ms``) by the runtime: see
+        :meth:`neli._stall.StallGuard.tick`."""
+        self._stall.tick(now_mono, now_wall)
 
     def assign(
         self, partitions: Iterable[int], now_mono: float, now_wall: float | None = None
@@ -286,7 +247,8 @@ class LeadershipTracker:
             now_mono: the monotonic time of receipt.
         """
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
-            self._observe_claims(hb, now_mono)
+            # Other groups share the topic; their leaders are not our predecessors.
+            self._claims.observe(hb, now_mono)
         slot = self._slots.get(partition)
         if slot is None:
             return
@@ -304,32 +266,6 @@ class LeadershipTracker:
             value = now_mono
         if slot.fresh is None or value > slot.fresh:
             slot.fresh = value
-
-    def _observe_claims(self, hb: Heartbeat, now_mono: float) -> None:
-        """Another member of the group: what it claims to lead."""
-        # Every heartbeat names all the partitions its sender leads, so a member learns
-        # the leaders of partitions it does not own (its possible predecessors) too. Other
-        # groups share the topic; their leaders are not our predecessors.
-        for led in hb.led:
-            self._leaders[led] = hb
-            rival = self._rivals.get(led)
-            if rival is None or rival.member_id != hb.member_id:
-                self._rivals[led] = _Rival(hb.member_id, now_mono, now_mono, hb.counter)
-            elif hb.counter > rival.counter:
-                run_broken = now_mono - rival.last_mono >= self._t
-                first = now_mono if run_broken else rival.first_mono
-                self._rivals[led] = _Rival(hb.member_id, first, now_mono, hb.counter)
-        # A later heartbeat that no longer names a partition ends its sender's claim on it:
-        # a claim that merely has not aged out yet must not count as "leading it for over
-        # T" (after a hand-over, it made both members of a group give the partition up in
-        # the next coordinator stall). Copies of older heartbeats (full NELI sends one per
-        # partition, read in any order) are told apart by the sender's counter.
-        for p in [
-            p
-            for p, rival in self._rivals.items()
-            if rival.member_id == hb.member_id and p not in hb.led and hb.counter > rival.counter
-        ]:
-            del self._rivals[p]
 
     @staticmethod
     def _observe_other(
@@ -380,7 +316,7 @@ class LeadershipTracker:
 
     def predecessor(self, partition: int) -> Heartbeat | None:
         """The latest heartbeat seen from another member that listed ``partition`` as led."""
-        return self._leaders.get(partition)
+        return self._claims.latest(partition)
 
     def leads(self, partition: int, now_mono: float, now_wall: float) -> bool:
         """Whether this member leads ``partition`` at this instant."""
@@ -388,18 +324,12 @@ class LeadershipTracker:
 
     def recovering(self, now_mono: float, now_wall: float) -> bool:
         """Exclusive mode: whether a stall holds this member off leading anything now."""
-        return self._exclusive and self._stall_reason(now_mono, now_wall) is not None
+        return self._exclusive and self._stall.reason(now_mono, now_wall) is not None
 
-    def _stall_reason(self, now_mono: float, now_wall: float) -> str | None:
-        """Why a stall holds this member off now (exclusive mode), or ``None``."""
-        if self._last_tick is None or now_mono - self._last_tick > self._stall_limit:
-            return "stalled"
-        wall_tick = self._last_tick_wall
-        if wall_tick is not None and now_wall - wall_tick > self._stall_limit:
-            return "stalled"
-        if now_mono < self._suspect_until:
-            return "recovering from a stall"
-        return None
+    @property
+    def stalls(self) -> int:
+        """How many stalls longer than the limit were detected."""
+        return self._stall.stalls
 
     def why_not(self, partition: int, now_mono: float, now_wall: float) -> str | None:
         """``None`` if this member leads ``partition`` now, else the reason it does not."""
@@ -407,7 +337,7 @@ class LeadershipTracker:
         if slot is None:
             return "not assigned"
         if self._exclusive:
-            stall = self._stall_reason(now_mono, now_wall)
+            stall = self._stall.reason(now_mono, now_wall)
             if stall is not None:
                 return stall
         if slot.superseded is not None:
@@ -421,7 +351,7 @@ class LeadershipTracker:
         if self._exclusive:
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
         if slot.hand_over_after is not None and slot.released is not None:
-            rival = self._rivals.get(partition)
+            rival = self._claims.rival(partition)
             if rival is not None and rival.last_mono >= slot.hand_over_after:
                 return f"handed over to {rival.member_id}"
         if now_mono - slot.fresh < self._t and not slot.hold:
@@ -435,7 +365,7 @@ class LeadershipTracker:
             return stale
         if slot.released is not None and not slot.hold:
             return stale  # a planned revocation: released as usual
-        rival = self._rivals.get(partition)
+        rival = self._claims.rival(partition)
         if (
             rival is not None
             and now_mono - rival.last_mono < self._t
@@ -486,7 +416,7 @@ class LeadershipTracker:
             elif reason is None and slot.state is _State.FOLLOWER:
                 slot.state, slot.term_started_wall = _State.LEADER, now_wall
                 out.append(
-                    Transition(EventKind.ACQUIRED, p, "assigned", predecessor=self._leaders.get(p))
+                    Transition(EventKind.ACQUIRED, p, "assigned", predecessor=self.predecessor(p))
                 )
             elif reason is None and slot.state is _State.FENCED:
                 slot.state, slot.term_started_wall = _State.LEADER, now_wall

@@ -1,8 +1,9 @@
 """A deterministic, broker-free simulation of one NELI group, driving the real tracker.
 
 Every member is a real :class:`neli._tracker.LeadershipTracker` fed the way ``neli._runtime``
-feeds it (watchdog ticks, rebalance callbacks, consumed heartbeats, evaluations), with its own
-clocks. Around the members the simulation models, in integer milliseconds of *true* time:
+and ``neli._poller`` feed it (watchdog ticks, rebalance callbacks, consumed heartbeats,
+evaluations), with its own clocks. Around the members the simulation models, in integer
+milliseconds of *true* time:
 
 * a **group coordinator** (classic protocol): group heartbeats every ``hb_ms`` (S/4), session
   expiry after S without one, joins, clean leaves, eager rebalances (every member revokes
