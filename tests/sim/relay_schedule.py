@@ -30,16 +30,11 @@ from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
 from pricing_ha.member import worker as worker_mod
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.telemetry import Telemetry
-from tests.sim.relay_world import (
-    FakeConsumer,
-    FakeProducer,
-    FakeReader,
-    Faults,
-    PumpCondition,
-    SimNeli,
-    SimTime,
-    World,
-)
+from tests.sim.relay_clock import PumpCondition, SimTime
+from tests.sim.relay_consumers import FakeConsumer, FakeReader
+from tests.sim.relay_neli import SimNeli
+from tests.sim.relay_producer import FakeProducer
+from tests.sim.relay_world import Faults, World
 
 Step = tuple[Any, ...]
 MEMBERS = ("A", "B")

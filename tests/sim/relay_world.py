@@ -1,124 +1,39 @@
-"""The relay simulation's world: one clock, in-memory topics, fake clients, a fake group.
+"""The relay simulation's world: in-memory topics, the group, faults, and the trace.
 
-Everything here is single-threaded and driven by :mod:`tests.sim.relay_schedule`:
+Everything in the relay simulation is single-threaded and driven by
+:mod:`tests.sim.relay_schedule`. The :class:`World` holds the logs of every topic, the relay
+group's committed offsets, the NELI group's assignment (owners, grace periods, fences,
+zombies, stalls), each member's injected :class:`Faults` and the records in flight, and decides
+when a produced record lands. Around it, in their own modules:
 
-* :class:`SimTime` replaces the ``time`` module inside the relay's modules. ``monotonic`` is
-  the simulated clock; ``sleep`` advances it and lets every standby tail read (the tails are
-  threads of their own in production, so they make progress while a worker sleeps).
-* :class:`PumpCondition` replaces each standby tail's condition variable: a worker waiting in
-  ``snapshot_at`` advances the clock by its wait and lets the tails read, instead of blocking.
-* :class:`FakeProducer` holds produced records until they are due (a per-record latency),
-  lands them on the log in produce order and calls their delivery callbacks from ``poll`` and
-  ``flush`` like librdkafka. A record whose latency exceeds ``message.timeout.ms`` fails with
-  ``_MSG_TIMED_OUT`` and does not land, unless :attr:`World.ghosts` is set: then it lands anyway
-  (in flight past the timeout, the documented remaining window) and is recorded as a ghost.
-* A producer with a ``transactional.id`` gets the transaction calls. ``init_transactions``
-  registers a new epoch for its id (:attr:`World.epochs`); the "broker" rejects, at the moment
-  it would land, every record produced under an older epoch (``PRODUCER_FENCED``), ghosts
-  included; a stale producer's ``commit_transaction`` waits out its timeout and fails, as the
-  embedded broker's does. Records land when acknowledged, committed or not (the embedded
-  broker shows aborted records to every reader).
-* :class:`FakeReader` serves ``prices`` to a standby tail, with end-of-partition events only
-  once it really is at the end; it can be silent (a delayed first fetch, a stalled fetcher).
-* :class:`FakeConsumer` serves ``prices.raw`` from the relay group's committed offsets.
-* :class:`SimNeli` answers ``leads``/``in_grace``/``end_grace`` from the simulated group
-  (:class:`World`'s coordinator state), which follows the NELI rules the relay relies on.
+* :mod:`tests.sim.relay_clock`: the one simulated clock (``SimTime``, ``PumpCondition``);
+* :mod:`tests.sim.relay_producer`: the fake producer (latencies, timeouts, ghosts,
+  transactions and their fencing);
+* :mod:`tests.sim.relay_consumers`: the fake readers of ``prices`` and ``prices.raw``;
+* :mod:`tests.sim.relay_neli`: each member's view of the group (``SimNeli``).
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_INVALID,
-    TIMESTAMP_CREATE_TIME,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message
 
 from pricing_ha.config import RelayConfig
 
-#: The relay producer's message.timeout.ms (what the relay's waits rely on).
-MESSAGE_TIMEOUT_S = RelayConfig().output_timeout_ms / 1000
+if TYPE_CHECKING:
+    from tests.sim.relay_clock import SimTime
+    from tests.sim.relay_producer import Pending
+
 #: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
 SKEW_S = RelayConfig().clock_skew_ms / 1000
 
 
-class SimTime:
-    """A stand-in for the ``time`` module: a simulated clock shared by the whole world."""
-
-    def __init__(self) -> None:
-        """Start the clock at an arbitrary instant."""
-        self.now = 1000.0
-        self.world: World | None = None
-
-    def monotonic(self) -> float:
-        """The simulated monotonic clock."""
-        return self.now
-
-    def time(self) -> float:
-        """Wall time, tied to the simulated clock."""
-        return 1_700_000_000.0 + self.now
-
-    def time_ns(self) -> int:
-        """Wall time in ns."""
-        return int(self.time() * 1e9)
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock on."""
-        self.now += max(0.0, seconds)
-
-    def sleep(self, seconds: float) -> None:
-        """A worker sleeps: time passes and the tails (other threads) read."""
-        self.advance(seconds)
-        if self.world is not None:
-            self.world.pump()
-
-
-class PumpCondition:
-    """A tail's condition variable whose ``wait`` lets simulated time pass instead."""
-
-    def __init__(self, clock: SimTime) -> None:
-        """Wrap the shared clock."""
-        self._clock = clock
-
-    def __enter__(self) -> PumpCondition:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def notify_all(self) -> None:
-        """Nobody blocks in the simulation."""
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Time passes; the tails read."""
-        self._clock.sleep(timeout or 0.0)
-        return True
-
-
-def _msg(topic: str, partition: int, offset: int, **fields: Any) -> Message:
+def message(topic: str, partition: int, offset: int, **fields: Any) -> Message:
+    """A consumed record (or a delivery report, or an event) as confluent-kafka makes one."""
     return Message(topic=topic, partition=partition, offset=offset, **fields)
-
-
-@dataclass
-class _Pending:
-    topic: str
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, Any]]
-    callback: Any
-    due: float
-    outcome: str  # "ok" | "timeout" | "fail"
-    purged: bool = False
-    fence: tuple[str, int] | None = None  # (transactional.id, epoch) of its producer
-    produced: float = 0.0  # when it was produced: its CreateTime
 
 
 @dataclass
@@ -128,331 +43,6 @@ class Faults:
     slow_until: float = 0.0  # records produced before this take 0.2-5 s
     fail_until: float = 0.0  # records produced before this fail (timed out)
     silent_until: float = 0.0  # the standby reader returns nothing
-
-
-class FakeProducer:
-    """librdkafka's producer surface as the relay uses it (see the module docstring)."""
-
-    def __init__(self, world: World, owner: str, settings: dict[str, Any] | None = None) -> None:
-        """A producer of member ``owner`` (transactional if ``settings`` give an id)."""
-        self._world = world
-        self._owner = owner
-        self._pending: list[_Pending] = []
-        self._last_due = 0.0
-        self._txid: str | None = (settings or {}).get("transactional.id")
-        self._epoch: int | None = None
-        self._failed_in_txn = False
-
-    # -- transactions -----------------------------------------------------------------------
-
-    def _stale(self) -> bool:
-        assert self._txid is not None
-        return self._epoch != self._world.epochs.get(self._txid)
-
-    def init_transactions(self, timeout: float = -1) -> None:
-        """A new epoch for the id: the previous holder's records are rejected from now on."""
-        assert self._txid is not None, "not a transactional producer"
-        world = self._world
-        if world.clock.now < world.faults[self._owner].slow_until:
-            world.clock.advance(min(timeout, 1.0))
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-        world.epochs[self._txid] = world.epochs.get(self._txid, 0) + 1
-        self._epoch = world.epochs[self._txid]
-        world.note(f"  {self._owner} init_transactions {self._txid} epoch {self._epoch}")
-
-    def begin_transaction(self) -> None:
-        """Start a transaction (fails at once once fenced)."""
-        if self._epoch is None or self._stale():
-            raise KafkaException(KafkaError(KafkaError._FENCED))
-        self._failed_in_txn = False
-
-    def commit_transaction(self, timeout: float = -1) -> None:
-        """Flush, then commit; a fenced producer waits out ``timeout`` and fails."""
-        left = self.flush(timeout)
-        if self._stale():
-            self._world.clock.advance(timeout)
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-        if left or self._failed_in_txn:
-            raise KafkaException(KafkaError(KafkaError._STATE))
-
-    def produce(  # noqa: PLR0917 - confluent-kafka's signature
-        self,
-        topic: str,
-        key: bytes | None = None,
-        value: bytes | None = None,
-        partition: int = -1,
-        headers: list[tuple[str, Any]] | None = None,
-        on_delivery: Any = None,
-    ) -> None:
-        """Queue a record with its latency and fate."""
-        world = self._world
-        now = world.clock.now
-        faults = world.faults[self._owner]
-        rng = world.rng
-        latency = rng.uniform(0.2, 5.0) if now < faults.slow_until else rng.uniform(0.001, 0.01)
-        outcome = "ok"
-        if now < faults.fail_until:
-            outcome = "fail"
-        elif latency > MESSAGE_TIMEOUT_S:
-            outcome = "timeout"
-        if not self._world.output_gaps:
-            # In order per partition: behind a record that will fail, every later record of
-            # the partition fails too (the embedded broker fences the producer after a
-            # timeout). With output_gaps, a later record may land (Kafka accepts the bumped
-            # epoch: librdkafka's idempotent producer without the gapless guarantee).
-            earlier = [r for r in self._pending if r.partition == partition and r.topic == topic]
-            if earlier and earlier[-1].outcome != "ok":
-                outcome = earlier[-1].outcome
-        due = max(self._last_due, now + min(latency, MESSAGE_TIMEOUT_S))
-        self._last_due = due
-        fence = None if self._txid is None or self._epoch is None else (self._txid, self._epoch)
-        self._pending.append(
-            _Pending(
-                topic,
-                partition,
-                key,
-                value,
-                list(headers or []),
-                self._delivered(on_delivery),
-                due,
-                outcome,
-                fence=fence,
-                produced=now,
-            )
-        )
-
-    def _delivered(self, on_delivery: Any) -> Any:
-        if self._txid is None:
-            return on_delivery
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is not None:
-                self._failed_in_txn = True
-            if on_delivery is not None:
-                on_delivery(err, msg)
-
-        return delivered
-
-    def _settle(self) -> None:
-        now = self._world.clock.now
-        while self._pending and (self._pending[0].due <= now or self._pending[0].purged):
-            rec = self._pending.pop(0)
-            self._world.deliver(self._owner, rec)
-
-    def poll(self, timeout: float = 0) -> int:
-        """Serve the callbacks of records that are due."""
-        before = len(self._pending)
-        self._settle()
-        return before - len(self._pending)
-
-    def flush(self, timeout: float = 0) -> int:
-        """Wait (simulated time) up to ``timeout`` for every record; return how many are left."""
-        clock = self._world.clock
-        if self._pending:
-            last = (
-                max(r.due for r in self._pending if not r.purged)
-                if any(not r.purged for r in self._pending)
-                else clock.now
-            )
-            clock.advance(min(last, clock.now + timeout) - clock.now)
-            self._settle()
-            self._world.pump()
-        return len(self._pending)
-
-    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        """Fail everything still held (callbacks at the next poll or flush)."""
-        for rec in self._pending:
-            rec.purged = True
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
-        """The broker answers (no broker outage is modelled beyond slow acknowledgements)."""
-        if self._world.clock.now < self._world.faults[self._owner].slow_until:
-            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
-        return object()
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-
-class FakeReader:
-    """The standby tail's consumer of ``prices``."""
-
-    def __init__(self, world: World, owner: str) -> None:
-        """A reader of member ``owner``."""
-        self._world = world
-        self._owner = owner
-        self.positions: dict[int, int] = {}
-        self._eof_sent: dict[int, bool] = {}
-
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        """Read exactly ``partitions``, each from its offset (a logical offset: the start)."""
-        self.positions = {tp.partition: max(0, tp.offset) for tp in partitions}
-        self._eof_sent = dict.fromkeys(self.positions, False)
-
-    def get_watermark_offsets(self, partition: TopicPartition, timeout: float) -> tuple[int, int]:
-        """The partition's first and next offsets."""
-        return 0, len(self._world.logs[self._world.prices][partition.partition])
-
-    def consume(self, num_messages: int, timeout: float) -> list[Message]:
-        """What was appended since, then one end-of-partition event per partition at its end."""
-        world = self._world
-        if world.clock.now < world.faults[self._owner].silent_until:
-            return []
-        out: list[Message] = []
-        log = world.logs[world.prices]
-        for p in sorted(self.positions):
-            records = log[p]
-            pos = self.positions[p]
-            take = records[pos : pos + max(0, num_messages - len(out))]
-            out.extend(take)
-            self.positions[p] = pos + len(take)
-            if take:
-                self._eof_sent[p] = False
-            at_end = self.positions[p] == len(records)
-            if at_end and not self._eof_sent[p] and len(out) < num_messages:
-                self._eof_sent[p] = True
-                err = KafkaError(KafkaError._PARTITION_EOF)
-                out.append(_msg(world.prices, p, len(records), error=err))
-        return out
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-class FakeConsumer:
-    """The relay's ``prices.raw`` consumer (manual assignment, shared committed offsets)."""
-
-    def __init__(self, world: World) -> None:
-        """A consumer in the relay group."""
-        self._world = world
-        self.positions: dict[int, int] = {}
-        self.paused: set[int] = set()
-
-    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
-        """The group's committed offsets, or the query fails (one time in four): the relay
-        then leaves the lookup to the consumer (assigns without an offset)."""
-        if self._world.rng.random() < 0.25:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-        committed = self._world.committed
-        return [
-            TopicPartition(tp.topic, tp.partition, committed.get(tp.partition, OFFSET_INVALID))
-            for tp in partitions
-        ]
-
-    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        """Start each partition at its given offset, else the group's committed offset (else
-        the beginning)."""
-        for tp in partitions:
-            if tp.offset >= 0:
-                self.positions[tp.partition] = tp.offset
-            elif tp.offset == OFFSET_BEGINNING:
-                self.positions[tp.partition] = 0
-            else:
-                self.positions[tp.partition] = self._world.committed.get(tp.partition, 0)
-
-    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
-        """Stop reading."""
-        for tp in partitions:
-            self.positions.pop(tp.partition, None)
-            self.paused.discard(tp.partition)
-
-    def pause(self, partitions: list[TopicPartition]) -> None:
-        """Stop fetching these partitions (they stay assigned)."""
-        self.paused.update(tp.partition for tp in partitions)
-
-    def resume(self, partitions: list[TopicPartition]) -> None:
-        """Fetch them again, from their positions."""
-        self.paused.difference_update(tp.partition for tp in partitions)
-
-    def seek(self, partition: TopicPartition) -> None:
-        """Read an assigned partition again from ``partition.offset`` (or its beginning)."""
-        if partition.partition not in self.positions:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
-        if partition.offset == OFFSET_BEGINNING:
-            self.positions[partition.partition] = 0
-        elif partition.offset >= 0:
-            self.positions[partition.partition] = partition.offset
-        else:
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG))
-
-    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
-        """Store the offsets (last write wins, as with manual assignment in Kafka)."""
-        for tp in offsets:
-            self._world.committed[tp.partition] = tp.offset
-
-    def take(self, limit: int, rng: random.Random) -> list[Message]:
-        """Up to ``limit`` records from the assigned partitions, interleaved."""
-        log = self._world.logs[self._world.raw]
-        out: list[Message] = []
-        parts = sorted(set(self.positions) - self.paused)
-        rng.shuffle(parts)
-        for p in parts:
-            pos = self.positions[p]
-            take = log[p][pos : pos + rng.randint(0, limit)]
-            out.extend(take)
-            self.positions[p] = pos + len(take)
-        return out
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-class SimNeli:
-    """One member's view of the simulated group (the relay's ``LeadershipSource``)."""
-
-    def __init__(self, world: World, name: str) -> None:
-        """Member ``name`` of ``world``'s group."""
-        self._world = world
-        self._name = name
-
-    def leads(self, partition: int) -> bool:
-        """Whether this member leads ``partition`` now (see :meth:`World.leads`)."""
-        return self._world.leads(self._name, partition)
-
-    def in_grace(self) -> frozenset[int]:
-        """Partitions assigned to this member and still in their grace period."""
-        w = self._world
-        return frozenset(
-            p
-            for p, own in w.owner.items()
-            if own == self._name and w.clock.now < w.grace_until.get(p, 0.0)
-        )
-
-    def recovering(self) -> bool:
-        """Whether a stall holds this member off (until ``World.stalled_until``)."""
-        return self._world.clock.now < self._world.stalled_until.get(self._name, 0.0)
-
-    def assigned_since(self, partition: int) -> float | None:
-        """When ``partition`` was last assigned to this member (simulated wall time): also
-        while fenced, or a zombie there (its NELI has not noticed the move); ``None`` once
-        it is not assigned, as NELI says."""
-        world = self._world
-        if (
-            world.owner.get(partition) != self._name
-            and (self._name, partition) not in world.zombies
-        ):
-            return None
-        return world.assigned_at.get((self._name, partition))
-
-    def previous_holder_silent_s(self, partition: int) -> float | None:
-        """NELI's evidence about the previous holder (see :meth:`World.move`): the longest
-        silence consistent with when it last led (its last heartbeat may have been sent up
-        to T before that), or ``None`` where the move left no evidence."""
-        w = self._world
-        ended = w.evidence.get(partition)
-        if w.owner.get(partition) != self._name or ended is None:
-            return None
-        return w.clock.now - ended + w.threshold_s
-
-    def end_grace(self, partition: int) -> bool:
-        """End the grace period now (the relay has proof nobody else can append)."""
-        w = self._world
-        if partition not in self.in_grace():
-            return False
-        w.grace_until[partition] = w.clock.now
-        w.note(f"{self._name} ends grace of {partition}")
-        w.acquired(partition)
-        return True
 
 
 @dataclass
@@ -508,10 +98,10 @@ class World:
         """Append a record; returns its offset."""
         records = self.topic(topic)[partition]
         offset = len(records)
-        records.append(_msg(topic, partition, offset, **fields))
+        records.append(message(topic, partition, offset, **fields))
         return offset
 
-    def land(self, rec: _Pending) -> int:
+    def land(self, rec: Pending) -> int:
         """Append a produced record, stamped with when it was produced (its CreateTime)."""
         return self.append(
             rec.topic,
@@ -522,11 +112,11 @@ class World:
             timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
         )
 
-    def fenced_out(self, rec: _Pending) -> bool:
+    def fenced_out(self, rec: Pending) -> bool:
         """Whether the broker rejects ``rec`` now: its producer's epoch is no longer current."""
         return rec.fence is not None and self.epochs.get(rec.fence[0]) != rec.fence[1]
 
-    def deliver(self, owner: str, rec: _Pending) -> None:
+    def deliver(self, owner: str, rec: Pending) -> None:
         """Settle one produced record: land it (or not) and call its callback."""
         err: KafkaError | None = None
         lands = rec.outcome == "ok" and not rec.purged
@@ -560,7 +150,7 @@ class World:
         elif self.verbose and rec.topic == self.prices:
             self.note(f"  {owner} FAILS {rec.partition} {_describe(rec.headers, rec.key)} ({err})")
         if rec.callback is not None:
-            rec.callback(err, _msg(rec.topic, rec.partition, offset, key=rec.key))
+            rec.callback(err, message(rec.topic, rec.partition, offset, key=rec.key))
 
     def pump(self) -> None:
         """Let every standby tail read what it can (they run concurrently in production)."""

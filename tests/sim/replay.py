@@ -10,7 +10,8 @@ import ast
 import random
 import sys
 
-from tests.sim.groupsim import Event, Simulation, random_events
+from tests.sim.group_schedule import Event, random_events
+from tests.sim.groupsim import Simulation
 from tests.sim.scenarios import SCENARIOS
 
 

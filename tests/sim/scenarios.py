@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from neli import Mode, Variant
 from pricing_ha.config import PublisherNeliConfig, RelayConfig
-from tests.sim.groupsim import Scenario
+from tests.sim.group_schedule import Scenario
 
 _RELAY = RelayConfig()  # the shipped relay timing, so the simulation follows any change to it
 _PUBLISHERS = PublisherNeliConfig()  # likewise the publishers'

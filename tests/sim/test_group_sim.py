@@ -11,16 +11,8 @@ import pytest
 
 from neli import NeliConfig
 from neli._tracker import LeadershipTracker, Transition
-from tests.sim.groupsim import (
-    Event,
-    Scenario,
-    Simulation,
-    TrackerFactory,
-    random_events,
-    run_schedule,
-    shrink,
-    trace,
-)
+from tests.sim.group_schedule import Event, Scenario, random_events
+from tests.sim.groupsim import Simulation, TrackerFactory, run_schedule, shrink, trace
 from tests.sim.replay import parse_events
 from tests.sim.scenarios import PUBLISHERS, RELAY, SCENARIOS
 
