@@ -2,13 +2,19 @@
 
 * :mod:`.arbitration`: first copy of each ``(instrument, seq)`` wins (A/B line arbitration);
 * :mod:`.relay`: ``pricing-ha dedupe``, exclusive owner of each ``prices`` partition, and
-  :mod:`.relay_worker`, its partition worker (takeover, the hot path); a move's two sides:
-  :mod:`.succession` (what the next owner establishes before emitting) and :mod:`.handover`
-  (the old owner emitting until it is asked to stop); :mod:`.raw_input` (where
-  ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read during the grace period);
+  :mod:`.relay_worker`, its partition worker (takeover, letting go, starting over), with its
+  Kafka clients and group ids in :mod:`.relay_clients` and its counters in :mod:`.stats`;
+  :mod:`.hot_path`: arbitration, output and commits of a batch, and what happens to a
+  partition paused or whose output failed (:mod:`.restart`: started over in place while
+  handed over); a move's two sides: :mod:`.succession` (what the next owner establishes
+  before emitting) and :mod:`.handover` (the old owner emitting until it is asked to stop);
+  :mod:`.raw_input` (where ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read
+  during the grace period);
 * :mod:`.records`: what the relay reads from ``prices.raw``;
 * :mod:`.standby`: the hot standby: every partition of ``prices`` tailed;
 * :mod:`.control`: the control records on ``prices``, and the view of a partition they fold
-  into;
-* :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans).
+  into; :mod:`.control_writer`: writing them (markers, checkpoints, hand-over notices);
+* :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans:
+  :mod:`.failover_spans`), through the producers of :mod:`.output_producers` (fencing:
+  :mod:`.fences`; a wedged producer replaced).
 """

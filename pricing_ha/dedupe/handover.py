@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Protocol
 
-from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["HANDOVER_FRESH_S", "GraceEnder", "HandOvers"]
@@ -65,8 +65,11 @@ class HandOvers:
 
     Args:
         standby: this member's tail of ``prices`` (what it has read, and who asked).
-        out: the member's output (announcements, ticks, the read-back evidence).
+        control: writes the member's announcements and ticks.
         neli: ends a grace period when a partition comes back mid hand-over.
+        read_as_of: the read-back evidence: before which monotonic time everything appended
+            to a partition is below a position
+            (:meth:`.output_producers.OutputProducers.read_as_of`).
         terms: the member's terms, partition -> offset of its takeover marker (shared).
         wanted: the partitions NELI assigns the member now (shared).
         drop: ends a partition's work: flush, release, stop reading.
@@ -75,16 +78,18 @@ class HandOvers:
     def __init__(
         self,
         standby: StandbyTail,
-        out: RelayOutput,
+        control: ControlWriter,
         neli: GraceEnder,
         *,
+        read_as_of: Callable[[int, int], float],
         terms: dict[int, int],
         wanted: Collection[int],
         drop: Callable[[int], None],
     ) -> None:
         """Nothing is being handed over yet."""
         self._standby = standby
-        self._out = out
+        self._control = control
+        self._read_as_of = read_as_of
         self._neli = neli
         self._terms = terms
         self._wanted = wanted
@@ -120,8 +125,8 @@ class HandOvers:
         if partition in self._until:
             return True
         self._until[partition] = time.monotonic() + self.bound_s
-        if not self._out.fencing:
-            self._out.announce(partition, term)
+        if not self._control.fencing:
+            self._control.announce(partition, term)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
 
@@ -160,9 +165,9 @@ class HandOvers:
             term is not None
             # Without fencing, only once the tail has read this member's announcement back: a
             # successor's marker below it is then seen, and one above it finds it (and waits).
-            and (self._out.fencing or self._standby.announced(partition, term))
+            and (self._control.fencing or self._standby.announced(partition, term))
             and self._standby.unrequested_within(
-                partition, term, HANDOVER_FRESH_S, self._out.read_as_of
+                partition, term, HANDOVER_FRESH_S, self._read_as_of
             )
         )
 
@@ -210,15 +215,15 @@ class HandOvers:
         since = self._given_back.setdefault(partition, now)
         term = self._terms.get(partition)
         if term is not None and self._standby.unrequested_within(
-            partition, term, now - since, self._out.read_as_of
+            partition, term, now - since, self._read_as_of
         ):
             del self._until[partition]  # it goes on, led by NELI again
             del self._given_back[partition]
             self._ticked.pop(partition, None)
-            if not self._out.fencing:
+            if not self._control.fencing:
                 # Its announcement no longer holds: a successor after a crash must not wait
                 # for a release that only a member handing over writes.
-                self._out.kept(partition, term)
+                self._control.kept(partition, term)
         elif term is None or self._standby.requested_after(partition, term):
             del self._given_back[partition]
             log.info(
@@ -232,7 +237,7 @@ class HandOvers:
         now = time.monotonic()
         if now - self._ticked.get(partition, float("-inf")) >= _TICK_EVERY_S:
             self._ticked[partition] = now
-            self._out.tick(partition)
+            self._control.tick(partition)
 
     def _over(self, partition: int) -> bool:
         """A hand-over ends when the successor asked, or its bound passed while the partition

@@ -7,8 +7,9 @@ guard that stops a relay which was paused (SIGSTOP) from emitting when it wakes 
 checked for every record at the moment it is produced.
 
 A relay that wakes up from a pause may still hold output it queued before the pause; the output
-producer's ``message.timeout.ms`` (S) makes librdkafka expire such records instead of sending
-them, because the next owner cannot start before S + T after the pause began.
+producer's ``message.timeout.ms`` (``[relay] output_timeout_ms``, at most S) makes librdkafka
+expire such records instead of sending them, because the next owner cannot start before
+T + e + that after the paused owner's last heartbeat.
 
 Every relay member tails every partition of ``prices`` (:mod:`pricing_ha.dedupe.standby`),
 so taking partition k over costs a takeover marker and the short read up to it: the high-water
@@ -19,13 +20,17 @@ held in the reorder window. Malformed raw records go to the raw dead-letter topi
 
 A planned revocation is a hand-over (:mod:`pricing_ha.dedupe.handover`): the old owner emits
 until its successor's probe appears, then releases; the successor ends its grace period on the
-release (:mod:`pricing_ha.dedupe.succession`). Control records and what they prove: the standby
-module.
+release (:mod:`pricing_ha.dedupe.succession`). Control records and what they prove:
+:mod:`pricing_ha.dedupe.control`; writing them: :mod:`pricing_ha.dedupe.control_writer`.
 
-The worker (takeover, the hot path) is :mod:`pricing_ha.dedupe.relay_worker`; the
-records read are in :mod:`pricing_ha.dedupe.records`; producing, with the
-relay's telemetry (``process``/``send`` spans of sampled prices, a ``relay.switch`` span per
-switch of publisher, metrics), in :mod:`pricing_ha.dedupe.output`.
+The worker (takeover, letting go, starting over) is :mod:`pricing_ha.dedupe.relay_worker`, its
+clients and group ids :mod:`pricing_ha.dedupe.relay_clients`, and its hot path (arbitration,
+output, commits) :mod:`pricing_ha.dedupe.hot_path`; the records read are in
+:mod:`pricing_ha.dedupe.records`; producing prices, with the relay's telemetry
+(``process``/``send`` spans of sampled prices, a ``relay.switch`` span per switch of
+publisher, metrics), in :mod:`pricing_ha.dedupe.output`, through the producers of
+:mod:`pricing_ha.dedupe.output_producers` (fencing, a wedged producer replaced). The member's
+counters are :mod:`pricing_ha.dedupe.stats`.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from pathlib import Path
 
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
-from pricing_ha.dedupe.output import RelayStats
 from pricing_ha.dedupe.records import RawPrice, parse_raw
-from pricing_ha.dedupe.relay_worker import RelayClients, RelayWorker, raw_group_id, relay_group_id
+from pricing_ha.dedupe.relay_clients import RelayClients, raw_group_id, relay_group_id
+from pricing_ha.dedupe.relay_worker import RelayWorker
+from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.member.runner import WorkerMember, make_neli, serve_member
 from pricing_ha.telemetry import Telemetry
 

@@ -1,98 +1,66 @@
-"""The relay's partition worker: standby, takeover, hand-over, arbitration, output.
+"""The relay's partition worker: when a partition is taken up, let go or started over.
 
 :class:`RelayWorker` does the Kafka work of one relay member (:mod:`pricing_ha.dedupe.relay`)
-for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.worker`):
+for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.worker`). It
+builds the member's clients (:mod:`.relay_clients`) and the parts that do the work, and decides
+when a partition starts, stops or starts over:
 
 * **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (a takeover
   marker on ``prices[k]``, the standby's high-water marks just before it, the waits a
   partition not released needs) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
   the group's committed position (every position it is read from: :mod:`.raw_input`);
 * **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
-  period, ended early on a clean release (:mod:`.succession`); a planned revocation handed
-  over until the successor asks (:mod:`.handover`);
-* **the hot path** (:meth:`RelayWorker.process`): arbitration (:mod:`.arbitration`), output
-  (:mod:`.output`), commits once output is acknowledged and nothing earlier is held; a
-  partition in its grace period is read ahead (:mod:`.read_ahead`), so its takeover starts
-  from records in hand.
+  period, ended early on a clean release (:mod:`.succession`), and the partition read ahead
+  (:mod:`.read_ahead`), so its takeover starts from records in hand; a planned revocation
+  handed over until the successor asks (:mod:`.handover`); an owner's checkpoints
+  (:mod:`.control_writer`);
+* **the hot path** (:meth:`RelayWorker.process`): arbitration, output (:mod:`.output`) and
+  commits, and a partition whose output failed started over, are :mod:`.hot_path`;
+* **letting go** (:meth:`RelayWorker.unassign`): flush, then a release marker if everything
+  produced there was acknowledged.
 
-:class:`RelayClients` and :class:`~.succession.LeadershipSource` are its seams: the relay
-simulation (``tests/sim``) drives one with fake clients and a simulated group.
+:class:`~.relay_clients.RelayClients` and :class:`~.succession.LeadershipSource` are its seams:
+the relay simulation (``tests/sim``) drives one with fake clients and a simulated group.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    Message,
-    Producer,
-)
+from confluent_kafka import Message
 
 from pricing_ha.config import AppConfig
-from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.control import RELEASE
+from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.handover import HandOvers
-from pricing_ha.dedupe.output import RelayOutput, RelayStats
-from pricing_ha.dedupe.raw_input import FETCH_SETTINGS, RawInput
+from pricing_ha.dedupe.hot_path import HotPath
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.output_producers import OutputProducers
+from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
-from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.relay_clients import (
+    RelayClients,
+    kafka_consumer,
+    raw_group_id,
+    standby_settings,
+)
 from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.dedupe.standby import StandbyTail
+from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
-from pricing_ha.kafka.headers import header_list
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
-from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry import Telemetry
-from pricing_ha.telemetry.pricepath import sampled_context
 
-__all__ = ["LeadershipSource", "RelayClients", "RelayWorker", "raw_group_id", "relay_group_id"]
+__all__ = ["LeadershipSource", "RelayWorker"]
 
 log = logging.getLogger("pricing_ha.relay")
 
 _TEND_EVERY_S = 0.02  # how often hand-overs and grace periods are looked at
-_PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
-# An owner appends a checkpoint of its standby view to each partition it emits on about this
-# often (when prices arrived since): a member joining reads about this much of prices[k].
-_CHECKPOINT_EVERY_S = 1.0
-
-
-def relay_group_id(group: str) -> str:
-    """The NELI consumer group of relay group ``group`` (``pricing.relay`` by default)."""
-    return f"pricing.{group}"
-
-
-def raw_group_id(group: str) -> str:
-    """The consumer group holding relay group ``group``'s committed ``prices.raw`` positions."""
-    return f"pricing.{group}.raw"
-
-
-@dataclass(frozen=True)
-class RelayClients:
-    """How a relay worker builds its Kafka clients (the simulation passes fakes).
-
-    Attributes:
-        consumer: the ``prices.raw`` consumer, from its settings.
-        producer: the ``prices`` producer (a replacement too), from its settings.
-        reader: the standby tail's consumer of ``prices``, from its settings.
-    """
-
-    consumer: Callable[[dict[str, Any]], Consumer]
-    producer: Callable[[dict[str, Any]], Producer] | None = None
-    reader: Callable[[dict[str, Any]], Any] | None = None
-
-
-def _kafka_consumer(settings: dict[str, Any]) -> Consumer:
-    return Consumer(settings, logger=log)
 
 
 class RelayWorker(PartitionWorker):
-    """The relay's partition worker: standby, takeover, hand-over, arbitration, output.
+    """The relay's partition worker (see the module docstring).
 
     Built by :class:`Relay`; the simulation (``tests/sim``) drives one directly with fake
     clients (``clients``) and :class:`neli.testing.FakeNeli`.
@@ -110,70 +78,57 @@ class RelayWorker(PartitionWorker):
         clients: RelayClients | None = None,
     ) -> None:
         """Create the clients; nothing is read until :meth:`start`."""
-        clients = clients or RelayClients(consumer=_kafka_consumer)
-        broker = cfg.broker
-        base = dict(FETCH_SETTINGS)
-        super().__init__(
-            "relay",
-            clients.consumer(
-                broker.client_config(
-                    defaults=base,
-                    required={
-                        "group.id": raw_group_id(group),
-                        "enable.auto.commit": False,
-                        "enable.auto.offset.store": False,
-                        "auto.offset.reset": "earliest",
-                        "client.id": f"relay-{member}-raw",
-                    },
-                ),
-            ),
-            neli.leads,
-        )
+        clients = clients or RelayClients(consumer=kafka_consumer)
+        super().__init__("relay", clients.raw_consumer(cfg, group, member), neli.leads)
         self._cfg = cfg
         self._neli = neli
         self.stats = stats
-        self._window_s = cfg.relay.reorder_window_ms / 1000
-        self._arbiters: dict[int, Arbiter[RawPrice]] = {}
+        self._producers = OutputProducers(
+            cfg,
+            member,
+            raw_group_id(group),
+            stats=stats,
+            producer_factory=clients.producer,
+            parallel_commits=clients.producer is None,
+        )
         self._out = RelayOutput(
             cfg,
             member,
             raw_group_id(group),
+            self._producers,
             self._may_emit,
             stats=stats,
             telemetry=telemetry,
-            producer_factory=clients.producer,
-            parallel_commits=clients.producer is None,
         )
+        self._control = ControlWriter(cfg, member, self._producers, stats=stats)
         self.standby = StandbyTail(
-            broker.client_config(
-                defaults=base,
-                required={
-                    "group.id": f"relay-standby-{uuid.uuid4().hex}",
-                    "enable.auto.commit": False,
-                    "client.id": f"relay-{member}-standby",
-                },
-            ),
+            standby_settings(cfg, member),
             cfg.topics.prices,
             cfg.topics.partitions,
-            self._out.token,
+            self._control.token,
             reader=clients.reader,
         )
         self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
         self._handovers = HandOvers(
-            self.standby, self._out, neli, terms=self._terms, wanted=self.wanted, drop=self.drop
+            self.standby,
+            self._control,
+            neli,
+            read_as_of=self._producers.read_as_of,
+            terms=self._terms,
+            wanted=self.wanted,
+            drop=self.drop,
         )
         self._restarts = Restarts(
             self.standby,
-            self._out,
+            self._control,
             terms=self._terms,
             handing_over=self._handovers.__contains__,
             leads=neli.leads,
             drop=self.drop,
             resume=self._resume,
+            may_resume=self._producers.may_resume,
         )
-        self._succession = Succession(cfg, self.standby, self._out, neli)
-        self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
-        self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
+        self._succession = Succession(cfg, self.standby, self._control, neli)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
         self._raw = RawInput(
@@ -183,9 +138,20 @@ class RelayWorker(PartitionWorker):
             starting=self.starting,
             last_commit=self.last_commit,
         )
+        self._hot = HotPath(
+            self._out,
+            self._raw,
+            self.read_ahead,
+            self._restarts,
+            window_s=cfg.relay.reorder_window_ms / 1000,
+            may_emit=self._may_emit,
+            handing_over=self._handovers.__contains__,
+            asked=self._handovers.asked,
+            active=self.active,
+            drop=self.drop,
+            commit=self.commit_async,
+        )
         self._next_tend = 0.0
-        self._next_checkpoint = 0.0
-        self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
 
     def start(self) -> None:
         """Start the standby tail, then the worker thread."""
@@ -267,11 +233,10 @@ class RelayWorker(PartitionWorker):
         self._read_ahead([p for p in partitions if p in self.wanted])
         taken: list[int] = []
         for partition, snap in self._succession.establish(partitions, deferred):
-            self._arbitrate_from(partition, snap.high)
+            self._hot.take_up(partition, snap.high)
             self._terms[partition] = snap.offset
             taken.append(partition)
             took = time.monotonic() - t0
-            self._first_price[partition] = time.monotonic()
             self.stats.takeovers += 1
             self.stats.rebuild_s.append(took)
             log.info(
@@ -285,7 +250,7 @@ class RelayWorker(PartitionWorker):
         return deferred
 
     def tend(self) -> None:
-        """Hand-overs and grace periods, looked at every ``_TEND_EVERY_S``.
+        """Hand-overs, grace periods and checkpoints, looked at every ``_TEND_EVERY_S``.
 
         * A partition this member is handing over stops (flush, then release marker) once
           the successor has asked or the bound has passed; one NELI gives back to this member
@@ -302,43 +267,12 @@ class RelayWorker(PartitionWorker):
         if now < self._next_tend:
             return
         self._next_tend = now + _TEND_EVERY_S
-        for partition, since in list(self._paused.items()):
-            if partition not in self.active or self._may_emit(partition):
-                del self._paused[partition]
-                if partition in self.active:
-                    log.info("partition %d resumed after %.2f s paused", partition, now - since)
-            elif partition in self._handovers:
-                # Handing over, tail momentarily stale: paused until it is fresh again or the
-                # hand-over ends (HandOvers.tend), not dropped.
-                continue
-            elif now - since > _PAUSE_MAX_S:
-                del self._paused[partition]
-                self.drop(partition)
+        self._hot.tend(now)  # partitions paused mid-batch: resumed, or dropped
         self._restarts.tend()
         grace = self._neli.in_grace()
         self._handovers.tend(grace)
         self._tend_grace(grace)
-        if now >= self._next_checkpoint:
-            self._next_checkpoint = now + _CHECKPOINT_EVERY_S
-            self._write_checkpoints()
-
-    def _write_checkpoints(self) -> None:
-        """A checkpoint on each partition this member emits on, if prices came since the last.
-
-        Only an owner writes them (in its transaction, with fencing), so they follow its
-        prices and cost one small record per partition per interval.
-        """
-        for partition in list(self._checkpointed):
-            if partition not in self._terms:
-                del self._checkpointed[partition]
-        for partition in sorted(self._terms):
-            if not self._may_emit(partition):
-                continue
-            got = self.standby.checkpoint(partition, self._checkpointed.get(partition, -1))
-            if got is not None:
-                view, last_data = got
-                self._out.checkpoint(partition, view)
-                self._checkpointed[partition] = last_data
+        self._control.write_checkpoints(now, self._terms, self._may_emit, self.standby.checkpoint)
 
     def _tend_grace(self, grace: frozenset[int]) -> None:
         """Probe partitions in their grace period, read them ahead, end the grace periods
@@ -358,7 +292,7 @@ class RelayWorker(PartitionWorker):
     def _read_ahead(self, partitions: list[int]) -> None:
         """Read partitions in their grace period ahead (:mod:`.read_ahead`), unless already."""
         self._raw.read_ahead(
-            [p for p in partitions if p not in self.read_ahead and p not in self._arbiters]
+            [p for p in partitions if p not in self.read_ahead and p not in self._hot.arbiters]
         )
 
     def reading(self) -> bool:
@@ -373,31 +307,29 @@ class RelayWorker(PartitionWorker):
         says so: the next owner then need not wait out its grace period. Records held in the
         reorder window are re-read by the next owner.
         """
-        failed = self._out.flush(self._arbiters)
+        failed = self._out.flush(self._hot.arbiters)
         lasted = self._handovers.end(partition)
         if lasted is not None:
             log.info("partition %d handed over after %.2f s", partition, lasted)
-        self._paused.pop(partition, None)
-        self._first_price.pop(partition, None)
         term = self._terms.pop(partition, None)
         if self._restarts.end(partition):
             failed.add(partition)  # its output failed earlier: it is not released
         if partition not in failed and term is not None:
-            released = self._out.write_markers(
+            released = self._control.write_markers(
                 [partition], RELEASE, MARKER_TIMEOUT_S, terms={partition: term}
             )
             if partition not in released:
                 log.warning("partition %d: the release marker was not acknowledged", partition)
-        self._out.mark_failed(failed - {partition})  # handled by the next batch
+        self._producers.mark_failed(failed - {partition})  # handled by the next batch
         self.commit_async([], now=True)  # what was held back for a partition starting
         self._raw.stop(partition)
-        self._out.report(self._arbiters)
-        self._arbiters.pop(partition, None)
+        self._out.report(self._hot.arbiters)
+        self._hot.forget(partition)
         self._out.forget(partition)
 
     def close_clients(self) -> None:
         """Flush output, then close the input consumer and the standby tail."""
-        self._out.close()
+        self._producers.close()
         self.commit_async([], now=True)
         self.consumer.close()
         self.standby.close()
@@ -418,159 +350,26 @@ class RelayWorker(PartitionWorker):
 
     def output_problem(self) -> str | None:
         """Why output to ``prices`` cannot be delivered now, or ``None`` (readiness)."""
-        return self._out.problem
+        return self._producers.problem
 
     def may_resume(self) -> bool:
         """Start failed partitions over only once a replaced producer's broker answers."""
-        return self._out.may_resume()
+        return self._producers.may_resume()
 
     # -- the hot path -------------------------------------------------------------------------
 
     def process(self, batch: list[Message]) -> None:
-        """Arbitrate a batch, emit, flush, commit what is safe to commit."""
-        if self.read_ahead.reading():
-            batch = self.read_ahead.batch(batch)
-        now = time.monotonic()
-        out = self._out
-        last: dict[int, int] = {}
-        lost: set[int] = set()
-        paused: dict[int, int] = {}  # partition -> first offset not processed
-        for msg in batch:
-            partition, offset = msg.partition(), msg.offset()
-            if msg.error() is not None or partition is None or offset is None:
-                continue
-            arbiter = self._arbiters.get(partition)
-            if (
-                arbiter is None
-                or partition in lost
-                or partition in paused
-                or (self.read_ahead.skipping and self.read_ahead.skipped(partition, offset))
-            ):
-                continue
-            if not self._may_emit(partition):
-                paused[partition] = offset  # read again once it is clear what happens to it
-                continue
-            raw_headers = msg.headers()
-            try:
-                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
-            except InvalidPriceError as exc:
-                out.dead_letter(msg, partition, offset, exc.reason)
-                last[partition] = offset
-                continue
-            item = RawPrice(
-                offset,
-                as_bytes(msg.key()),
-                as_bytes(msg.value()),
-                header_list(raw_headers),
-                source_ns,
-                publish_ns,
-            )
-            parent = sampled_context(raw_headers)
-            if parent is None:  # the common case: no span objects at all
-                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
-            else:
-                what = (instrument, seq, source)
-                ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
-            if not ok:
-                lost.add(partition)
-                continue
-            last[partition] = offset
-            if self._first_price:
-                self._log_first_price(partition)
-        self._expire(now, lost)
-        failed = out.flush(self._arbiters)
-        self._commit(last, lost | failed)
-        self._pause(paused, lost | failed)
-        self._output_failed(failed | self._stopped_unasked(lost))
+        """Arbitrate a batch, emit, flush, commit what is safe to commit (:mod:`.hot_path`)."""
+        self._hot.process(batch)
 
-    def _stopped_unasked(self, lost: set[int]) -> set[int]:
-        """Of the partitions whose emitting stopped in the middle of a batch, those still to
-        be started over: not one being handed over whose successor has just asked for it.
-
-        Nothing failed there: what went out is flushed like any output, what did not is not
-        committed, so the successor re-reads it. Such a partition is released as usual
-        (:meth:`unassign`). Counted as failed output, it started over in place and was never
-        released, so its successor waited out its whole wait for a release (seen in the
-        takeover benchmark whenever the request arrived while a batch was being emitted).
-        """
-        return {p for p in lost if not self._handovers.asked(p)}
-
-    def _output_failed(self, partitions: set[int]) -> None:
-        """Output to ``partitions`` was not acknowledged: start each over (new high-water marks
-        from ``prices``, ``prices.raw`` re-read from the last commit). One still led is dropped
-        and taken up again; one being handed over starts over in place (:mod:`.restart`)."""
-        for partition in self._restarts.failed(partitions & self.active):
-            self.drop(partition)
+    def idle(self) -> None:
+        """Release records whose reorder window has passed, even with no new input."""
+        self._hot.idle()
 
     def _resume(self, partition: int, high: dict[str, int]) -> bool:
         """Start ``partition`` over in place from ``high`` (:mod:`.restart`): a new arbiter, and
         ``prices.raw[k]`` re-read from the last commit this member made (or the group's)."""
         if not self._raw.restart(partition):
             return False  # not known now: tried again
-        self._arbitrate_from(partition, high)
+        self._hot.arbitrate_from(partition, high)
         return True
-
-    def _arbitrate_from(self, partition: int, high: dict[str, int]) -> None:
-        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``."""
-        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
-        for instrument, seq in high.items():
-            arbiter.set_high_water(instrument, seq)
-        self._arbiters[partition] = arbiter
-        self._out.track(partition, arbiter)
-
-    def _log_first_price(self, partition: int) -> None:
-        """Log how long after its takeover a partition's first ``prices.raw`` record was
-        processed (an operator reading a silence on ``prices`` wants to know which step it was
-        in). Its first price goes out no earlier: that record may be a copy already emitted."""
-        since = self._first_price.pop(partition, None)
-        if since is not None:
-            log.info(
-                "partition %d: first prices.raw record processed %.3f s after the takeover",
-                partition,
-                time.monotonic() - since,
-            )
-
-    def idle(self) -> None:
-        """Release records whose reorder window has passed, even with no new input."""
-        if self.read_ahead.replaying:
-            self.process([])
-            return
-        lost: set[int] = set()
-        self._expire(time.monotonic(), lost)
-        self._output_failed(self._stopped_unasked(lost) | self._out.poll(self._arbiters))
-
-    def _expire(self, now: float, lost: set[int]) -> None:
-        for partition, arbiter in list(self._arbiters.items()):
-            if partition in lost or not self._may_emit(partition):
-                continue  # paused: expired later, or dropped
-            if not self._out.emit(partition, arbiter.expire(now)):
-                lost.add(partition)
-
-    def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
-        """Rewind partitions that stopped being led mid-batch to their first unread record.
-
-        Leadership ends (NELI answers no) a moment before the event that says why arrives:
-        a planned revocation is then handed over (:meth:`hand_over`), so its input must not be
-        thrown away; FENCED or a lost session unassigns it. Until then it is only paused, and
-        :meth:`tend` drops it if nothing has come after ``_PAUSE_MAX_S``.
-        """
-        for partition, offset in paused.items():
-            if partition in lost:
-                continue
-            if not self._raw.rewind(partition, offset):
-                self.drop(partition)  # re-read from the last commit instead
-                continue
-            if partition not in self._paused:
-                self._paused[partition] = time.monotonic()
-                log.info(
-                    "partition %d paused: %s",
-                    partition,
-                    "handing over, the standby tail has not read it to its end lately"
-                    if partition in self._handovers
-                    else "no longer led",
-                )
-
-    def _commit(self, last: dict[int, int], lost: set[int]) -> None:
-        commits = self._raw.commits(last, self._arbiters, lost)
-        if commits:
-            self.commit_async(commits)

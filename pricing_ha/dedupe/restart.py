@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 
 from pricing_ha.dedupe.control import HANDOVER
-from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["Restarts"]
@@ -58,34 +58,38 @@ class Restarts:
 
     Args:
         standby: this member's tail of ``prices``.
-        out: the member's output (the marker, whether the replaced producer answers).
+        control: writes the member's markers.
         terms: the member's terms, partition -> offset of its takeover marker (shared).
         handing_over: whether a partition is being handed over now.
         leads: whether NELI gives this member a partition now.
         drop: ends a partition's work (no release is written while it is in here).
         resume: starts a partition over from marks: rebuild the arbiter from the marks,
             re-read ``prices.raw[k]`` from the last commit; False if that is not possible now.
+        may_resume: whether a replaced producer's broker has answered
+            (:meth:`.output_producers.OutputProducers.may_resume`).
     """
 
     def __init__(
         self,
         standby: StandbyTail,
-        out: RelayOutput,
+        control: ControlWriter,
         *,
         terms: Mapping[int, int],
         handing_over: Callable[[int], bool],
         leads: Callable[[int], bool],
         drop: Callable[[int], None],
         resume: Callable[[int, dict[str, int]], bool],
+        may_resume: Callable[[], bool],
     ) -> None:
         """Nothing is being started over yet."""
         self._standby = standby
-        self._out = out
+        self._control = control
         self._terms = terms
         self._handing_over = handing_over
         self._leads = leads
         self._drop = drop
         self._resume = resume
+        self._may_resume = may_resume
         self._since: dict[int, float] = {}  # failed: since (monotonic)
         self._next_try: dict[int, float] = {}
 
@@ -103,7 +107,7 @@ class Restarts:
             # worker has not applied yet (the barrier did not wait: a fence or a lost session
             # arrived while the worker was waiting for this very output).
             if (
-                not self._out.fencing
+                not self._control.fencing
                 and partition in self._terms
                 and (self._handing_over(partition) or not self._leads(partition))
             ):
@@ -132,7 +136,7 @@ class Restarts:
             elif not self._handing_over(partition):
                 if self._leads(partition) or now - since > _EVENT_WAIT_S:
                     self._drop(partition)  # led again (taken up afresh), or no hand-over came
-            elif now >= self._next_try.get(partition, 0.0) and self._out.may_resume():
+            elif now >= self._next_try.get(partition, 0.0) and self._may_resume():
                 if self._start_over(partition):
                     self.end(partition)
                 else:
@@ -143,7 +147,7 @@ class Restarts:
         # The hand-over announcement again, with a marker: it fixes the end, and it stands
         # in for an announcement of the term that may itself have been lost in the failure
         # (a hand-over emits only once its tail has read its announcement back).
-        ends = self._out.write_markers(
+        ends = self._control.write_markers(
             [partition], HANDOVER, _MARKER_TIMEOUT_S, terms={partition: term}
         )
         if partition not in ends:

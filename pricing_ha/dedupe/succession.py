@@ -34,8 +34,8 @@ from typing import Protocol
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
+from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
-from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
 
@@ -85,17 +85,17 @@ class Succession:
     Args:
         cfg: the application's configuration (the relay's T, e and S).
         standby: this member's tail of ``prices``.
-        out: the member's output (markers).
+        control: writes the member's markers.
         neli: leadership, grace periods and the previous holder's silence.
     """
 
     def __init__(
-        self, cfg: AppConfig, standby: StandbyTail, out: RelayOutput, neli: LeadershipSource
+        self, cfg: AppConfig, standby: StandbyTail, control: ControlWriter, neli: LeadershipSource
     ) -> None:
         """Nothing asked for yet."""
         relay = cfg.relay
         self._standby = standby
-        self._out = out
+        self._control = control
         self._neli = neli
         self._threshold_s = relay.threshold_ms / 1000
         self._skew_s = relay.clock_skew_ms / 1000
@@ -162,7 +162,7 @@ class Succession:
         )
         if not todo or self._neli.recovering():
             return []
-        probes = self._out.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
+        probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
         log.info("probed partitions in their grace period: %s", probes)
         self._probes.update(probes)
         acked = time.monotonic()
@@ -181,7 +181,7 @@ class Succession:
                 del self._probes[partition]
                 log.info("partition %d was released cleanly: no grace period", partition)
             elif (
-                self._out.fencing
+                self._control.fencing
                 and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
                 and self._neli.end_grace(partition)
             ):
@@ -217,7 +217,7 @@ class Succession:
             p: wait
             for p, snap in snaps.items()
             # Fenced: the previous owner's producer can no longer append, nothing to wait for.
-            if not snap.clean and not self._out.fencing and p not in self._waived
+            if not snap.clean and not self._control.fencing and p not in self._waived
             if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
         }
         unclean = sorted(waits)
@@ -259,7 +259,7 @@ class Succession:
                 continue
             if partition in self._waived:
                 self._waived.discard(partition)
-                if not snap.clean and not self._out.fencing:
+                if not snap.clean and not self._control.fencing:
                     # Another term started between the probe and this marker: the grace
                     # period was not to be skipped after all. Wait it out, then start over.
                     deferred[partition] = TakeoverDeferredError(
@@ -295,7 +295,7 @@ class Succession:
             if seen is not None:
                 probed[p] = min(probed.get(p, seen), seen)
         for p, snap in snaps.items():
-            if snap.clean or self._out.fencing:
+            if snap.clean or self._control.fencing:
                 continue
             if snap.term > probed.get(p, snap.term) or self._term_after_assignment(p, snap):
                 deferred[p] = self._end_unbegun(
@@ -361,7 +361,7 @@ class Succession:
         member that took the partition from us), and a release of ours must not make the
         partition look released. Returns the deferral to record.
         """
-        self._out.write_markers(
+        self._control.write_markers(
             [partition],
             RELEASE,
             MARKER_TIMEOUT_S,
@@ -379,7 +379,7 @@ class Succession:
         Partitions whose marker was not acknowledged, or not reached by the tail in time, go
         to ``deferred`` (and are left out of the result).
         """
-        ends = self._out.write_markers(partitions, TAKEOVER, timeout_s=MARKER_TIMEOUT_S)
+        ends = self._control.write_markers(partitions, TAKEOVER, timeout_s=MARKER_TIMEOUT_S)
         for partition, offset in ends.items():
             self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
         snaps: dict[int, Snapshot] = {}

@@ -23,8 +23,7 @@ from confluent_kafka import Consumer, Message, Producer
 import pricing_ha.dedupe
 from pricing_ha.config import AppConfig
 from pricing_ha.config._roles import RelayConfig
-from pricing_ha.dedupe.output import RelayStats
-from pricing_ha.dedupe.relay import RelayClients, RelayWorker
+from pricing_ha.dedupe.relay import RelayClients, RelayStats, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
 from pricing_ha.member import worker as worker_mod
@@ -336,7 +335,7 @@ def build(
         worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
         # Clocks injected at construction (defaulting to the real one) get the simulated one.
         worker.read_ahead._clock = clock.monotonic
-        worker._out.producer._clock = clock.monotonic
+        worker._producers.producer._clock = clock.monotonic
         leaks = real_clocks(worker)
         assert not leaks, f"the simulated relay still holds real clocks at {leaks}"
         worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]

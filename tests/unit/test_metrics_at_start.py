@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from pricing_ha.config import AppConfig, TelemetryConfig, TopicsConfig
-from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.output_producers import OutputProducers
+from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.publishing.publisher import PublisherStats, _QuoteWorker
 from pricing_ha.telemetry import Telemetry, setup_telemetry
 from tests.unit.prometheus_format import parse, value
@@ -51,8 +53,16 @@ def test_relay_counts_relayed_duplicates_and_gaps_from_zero(
     cfg: AppConfig, telemetry: Telemetry
 ) -> None:
     """A relay member's relayed, duplicates and gaps series exist at 0 for every partition."""
+    stats = RelayStats()
+    producers = OutputProducers(cfg, "r1", "pricing.relay.raw", stats=stats)
     RelayOutput(
-        cfg, "r1", "pricing.relay.raw", lambda _p: False, stats=RelayStats(), telemetry=telemetry
+        cfg,
+        "r1",
+        "pricing.relay.raw",
+        producers,
+        lambda _p: False,
+        stats=stats,
+        telemetry=telemetry,
     )
     fams = parse(telemetry.prometheus_text())
     for p in map(str, range(M)):

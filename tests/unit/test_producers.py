@@ -11,7 +11,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from pricing_ha.config import AppConfig, RelayConfig
-from pricing_ha.dedupe.output import RelayOutput, RelayStats
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.output_producers import OutputProducers
+from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.kafka.producers import (
     ReplaceableProducer,
     is_idempotent,
@@ -376,12 +378,15 @@ class AnsweringProducer(FakeProducer):
 
 def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_answers() -> None:
     """Every partition with purged or failed output starts over, after the broker answers."""
+    stats = RelayStats()
+    producers = OutputProducers(AppConfig(), "r1", "pricing.relay.raw", stats=stats)
     out = RelayOutput(
         AppConfig(),
         "r1",
         "pricing.relay.raw",
+        producers,
         lambda _p: True,
-        stats=RelayStats(),
+        stats=stats,
         telemetry=Telemetry.noop("test"),
     )
     built: list[FakeProducer] = []
@@ -390,7 +395,7 @@ def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_ans
         built.append(AnsweringProducer(cfg))
         return built[-1]
 
-    out.producer = ReplaceableProducer(
+    producers.producer = ReplaceableProducer(
         {"enable.idempotence": True}, name="relay", logger=logging.getLogger("t"), factory=factory
     )
     AnsweringProducer.answers = False
@@ -398,13 +403,13 @@ def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_ans
         raw = Message(topic="prices.raw", partition=partition, offset=7, key=b"K", value=b"?")
         out.dead_letter(raw, partition, 7, "test")
     built[0].settle(timed_out())  # partition 0's record timed out; partition 1's is in flight
-    assert out.may_resume()  # nothing replaced yet
+    assert producers.may_resume()  # nothing replaced yet
     assert out.flush({}) == {0, 1}  # 1's record was purged with the old producer
-    assert out.stats.producer_replacements == 1
-    assert out.problem is not None
-    assert not out.may_resume()  # the broker has not answered the new producer
+    assert stats.producer_replacements == 1
+    assert producers.problem is not None
+    assert not producers.may_resume()  # the broker has not answered the new producer
     AnsweringProducer.answers = True
-    assert wait_for(out.may_resume, 1.0, "the probe to be asked again", interval_s=0.02)
+    assert wait_for(producers.may_resume, 1.0, "the probe to be asked again", interval_s=0.02)
 
 
 def test_readiness_fails_while_the_worker_reports_an_output_problem() -> None:
@@ -456,14 +461,8 @@ def test_the_relays_fencing_producers_also_send_one_request_at_a_time() -> None:
         return SimpleNamespace(init_transactions=lambda _timeout: None)
 
     cfg = AppConfig(relay=RelayConfig(fencing="transactions"))
-    out = RelayOutput(
-        cfg,
-        "r1",
-        "pricing.relay.raw",
-        lambda _p: True,
-        stats=RelayStats(),
-        telemetry=Telemetry.noop("test"),
-        producer_factory=factory,
+    out = OutputProducers(
+        cfg, "r1", "pricing.relay.raw", stats=RelayStats(), producer_factory=factory
     )
     assert out.fencing
     assert out.fences.fence([0], 1.0) == {0}

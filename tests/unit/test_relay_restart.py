@@ -26,6 +26,7 @@ def _restarts(
         leads=led.__contains__,
         drop=dropped.append,
         resume=lambda partition, high: True,
+        may_resume=lambda: True,
     )
     return restarts, dropped
 

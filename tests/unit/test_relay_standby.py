@@ -363,9 +363,9 @@ def test_a_request_is_seen_only_by_a_tail_fresh_by_its_end_or_by_own_records() -
 
 
 def test_read_as_of_is_the_production_time_of_the_latest_own_record_below_a_position() -> None:
-    from pricing_ha.dedupe.output import RelayOutput
+    from pricing_ha.dedupe.output_producers import OutputProducers
 
-    out = RelayOutput.__new__(RelayOutput)
+    out = OutputProducers.__new__(OutputProducers)
     out._appended = {}
     now = time.monotonic()
     for offset, latency in ((10, 0.5), (20, 0.2), (30, 0.05)):

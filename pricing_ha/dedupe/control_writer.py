@@ -1,0 +1,230 @@
+"""Writing the relay's control records to ``prices``: markers, checkpoints, hand-over notices.
+
+What each kind of control record says, and the view of a partition they fold into, is
+:mod:`.control`; this module writes them, through the member's producers
+(:mod:`.output_producers`). :class:`ControlWriter` writes
+
+* **markers**, waited for (:meth:`ControlWriter.write_markers`): probes and takeover markers
+  (:mod:`.succession`), release markers (the worker, when it lets a partition go), and a
+  hand-over announcement with a marker when a partition starts over in place
+  (:mod:`.restart`). Each carries a ``marker`` header that starts with this member's
+  :attr:`~ControlWriter.token`, so its own standby tail (:mod:`.standby`) recognises it and
+  captures the partition's state just before it. With fencing, a takeover marker is written
+  only by a producer whose ``init_transactions`` fenced the previous owner, and a release ends
+  the member's transactional producer for the partition;
+* records not waited for, without a marker: checkpoints (an owner's, about every second on
+  each partition it emits on, through the producer that emits its prices, so they follow
+  them: :meth:`ControlWriter.write_checkpoints`), hand-over announcements and their
+  withdrawal (:mod:`.handover`), and ticks.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.control import (
+    CHECKPOINT,
+    HANDOVER,
+    KEPT,
+    PROBE,
+    RELEASE,
+    TAKEOVER,
+    TICK,
+)
+from pricing_ha.dedupe.output_producers import OutputProducers
+from pricing_ha.dedupe.stats import RelayStats
+from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
+from pricing_ha.kafka.producers import ReplaceableProducer
+
+__all__ = ["ControlWriter"]
+
+# An owner appends a checkpoint of its standby view to each partition it emits on about this
+# often (when prices arrived since): a member joining reads about this much of prices[k].
+_CHECKPOINT_EVERY_S = 1.0
+
+
+class ControlWriter:
+    """The relay's writer of control records (see the module docstring). Worker thread only.
+
+    Args:
+        cfg: the configuration (the ``prices`` topic).
+        member: this relay member's name.
+        producers: the member's producers, which the control records go through.
+        stats: the member's counters (checkpoints).
+    """
+
+    def __init__(
+        self, cfg: AppConfig, member: str, producers: OutputProducers, *, stats: RelayStats
+    ) -> None:
+        """Pick this member's token; nothing is written yet."""
+        self._topic = cfg.topics.prices
+        self._member = member
+        self._producers = producers
+        self._stats = stats
+        #: Starts the ``marker`` header of this member's control records (one per process).
+        self.token = f"{member}/{uuid.uuid4().hex[:12]}"
+        self._markers = 0
+        self._next_checkpoint = 0.0
+        self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
+        #: Whether each owned partition is written by a transactional producer of its own.
+        self.fencing = producers.fencing
+
+    def write_markers(
+        self,
+        partitions: list[int],
+        kind: bytes,
+        timeout_s: float,
+        *,
+        terms: Mapping[int, int] | None = None,
+        unclean: Collection[int] = (),
+    ) -> dict[int, int]:
+        """Write a control record of ``kind`` to ``prices[k]`` for each k; return the offsets.
+
+        A control record has no key, an empty value, :data:`CONTROL_HEADER` = ``kind`` and a
+        ``marker`` header that starts with this member's :attr:`token` (so its own standby
+        tail recognises it); a release also names its ``term`` (from ``terms``), and the
+        release of a term that ends before it began says, for the partitions in ``unclean``,
+        that it found ``prices[k]`` not released (header ``before`` = ``unclean``). Kinds and
+        what they prove: :mod:`pricing_ha.dedupe.control`. Partitions whose record was not
+        acknowledged within ``timeout_s`` are missing from the result.
+        """
+        offsets: dict[int, int] = {}
+        fences = self._producers.fences
+        fenced = self.fencing and kind != PROBE
+        if fenced and kind == TAKEOVER:
+            partitions = sorted(fences.fence(partitions, timeout_s))
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            partition, offset = msg.partition(), msg.offset()
+            if err is None and partition is not None and offset is not None and offset >= 0:
+                offsets[partition] = offset
+
+        for partition in partitions:
+            producer: Producer | ReplaceableProducer[Producer] = self._producers.producer
+            if fenced:
+                fence = fences.begin(partition)
+                if fence is None:
+                    continue
+                producer = fence
+            self._markers += 1
+            headers: list[tuple[str, HeaderValue]] = [
+                (CONTROL_HEADER, kind),
+                ("marker", f"{self.token}:{self._markers}".encode()),
+                ("relay", self._member.encode()),
+                ("relay_ns", str(time.time_ns()).encode()),
+            ]
+            if terms is not None and partition in terms:
+                headers.append(("term", str(terms[partition]).encode()))
+            if partition in unclean:
+                headers.append(("before", b"unclean"))
+            producer.produce(
+                self._topic,
+                key=None,
+                value=b"",
+                partition=partition,
+                headers=headers,
+                on_delivery=delivered,
+            )
+        if not fenced:
+            self._producers.producer.flush(timeout_s)
+            return offsets
+        for partition in fences.commit_open():  # every open transaction, side by side
+            offsets.pop(partition, None)
+        if kind == RELEASE:
+            for partition in partitions:
+                fences.discard(partition)  # this member's term there is over
+        return offsets
+
+    def write_checkpoints(
+        self,
+        now: float,
+        terms: Collection[int],
+        may_emit: Callable[[int], bool],
+        views: Callable[[int, int], tuple[bytes, int] | None],
+    ) -> None:
+        """A checkpoint on each partition this member emits on, if prices came since the last,
+        once ``_CHECKPOINT_EVERY_S`` has passed since the last round (``now``, monotonic).
+
+        ``terms`` are the partitions this member holds a term on, ``may_emit`` says whether it
+        may emit on one now, ``views`` is :meth:`.standby.StandbyTail.checkpoint`. Only an owner
+        writes them (in its transaction, with fencing), so they follow its prices and cost one
+        small record per partition per interval.
+        """
+        if now < self._next_checkpoint:
+            return
+        self._next_checkpoint = now + _CHECKPOINT_EVERY_S
+        for partition in list(self._checkpointed):
+            if partition not in terms:
+                del self._checkpointed[partition]
+        for partition in sorted(terms):
+            if not may_emit(partition):
+                continue
+            got = views(partition, self._checkpointed.get(partition, -1))
+            if got is not None:
+                view, last_data = got
+                self.checkpoint(partition, view)
+                self._checkpointed[partition] = last_data
+
+    def checkpoint(self, partition: int, view: bytes) -> None:
+        """Append a checkpoint (a standby view of ``prices[partition]``, see
+        :mod:`pricing_ha.dedupe.standby`) after what was emitted there; not waited for."""
+        producer: Producer | ReplaceableProducer[Producer] = self._producers.producer
+        if self.fencing:
+            fence = self._producers.fences.begin(partition)
+            if fence is None:
+                return
+            producer = fence
+        self._control(producer, partition, CHECKPOINT, view)
+        self._stats.checkpoints += 1
+
+    def _control(
+        self,
+        producer: Producer | ReplaceableProducer[Producer],
+        partition: int,
+        kind: bytes,
+        value: bytes,
+        *extra: tuple[str, HeaderValue],
+    ) -> None:
+        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick, a
+        hand-over announcement)."""
+        producer.produce(
+            self._topic,
+            key=None,
+            value=value,
+            partition=partition,
+            headers=[
+                (CONTROL_HEADER, kind),
+                ("relay", self._member.encode()),
+                ("relay_ns", str(time.time_ns()).encode()),
+                *extra,
+            ],
+            on_delivery=self._producers.on_delivery,
+        )
+
+    def announce(self, partition: int, term: int) -> None:
+        """Announce a hand-over of ``term`` on ``prices[partition]`` (without fencing; see
+        :mod:`pricing_ha.dedupe.standby`); not waited for. Through the producer that emits
+        there, so it lands after everything this member emitted there."""
+        producer = self._producers.producer
+        self._control(producer, partition, HANDOVER, b"", ("term", str(term).encode()))
+        producer.poll(0)
+
+    def kept(self, partition: int, term: int) -> None:
+        """Withdraw the hand-over announcement of ``term`` on ``prices[partition]`` (given
+        back, going on under it); not waited for. Through the producer that emits there."""
+        producer = self._producers.producer
+        self._control(producer, partition, KEPT, b"", ("term", str(term).encode()))
+        producer.poll(0)
+
+    def tick(self, partition: int) -> None:
+        """Append a tick (see :mod:`pricing_ha.dedupe.standby`) to ``prices[partition]``; not
+        waited for. Never through a fence: it means nothing, so it need not be fenced, and it
+        must be readable at once (not held in a transaction)."""
+        producer = self._producers.producer
+        self._control(producer, partition, TICK, b"")
+        producer.poll(0)

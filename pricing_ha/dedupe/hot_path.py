@@ -1,0 +1,270 @@
+"""The relay's hot path: a batch of ``prices.raw`` arbitrated, emitted, flushed and committed.
+
+:class:`HotPath` does the work of :meth:`.relay_worker.RelayWorker.process` and
+:meth:`~.relay_worker.RelayWorker.idle` for the partitions the worker has taken up, in the
+worker thread:
+
+* each record of a partition that may be emitted on at this instant is parsed
+  (:mod:`.records`; a malformed one goes to the dead-letter topic) and offered to the
+  partition's arbiter (:mod:`.arbitration`), and what the arbiter emits is produced
+  (:mod:`.output`), a sampled record inside its spans. Records read ahead of a takeover
+  (:mod:`.read_ahead`) come first;
+* records whose reorder window has passed are released, also while no input comes;
+* the batch's output is flushed, and input positions are committed once their output is
+  acknowledged and nothing before them is still held (:meth:`.raw_input.RawInput.commits`).
+
+And what happens to a partition the hot path cannot go on with:
+
+* **no longer led** mid-batch (NELI answers no a moment before the event that says why):
+  *paused*, rewound to its first record not processed, and read again once it may be emitted
+  on; dropped if nothing has happened after ``_PAUSE_MAX_S``;
+* **output failed** (no longer led when it was produced, or not acknowledged, e.g. with a
+  producer replaced: :mod:`.output_producers`): started over, because a record that failed
+  may be missing from ``prices[k]``. One still led is dropped, and taken up again by a
+  takeover; one being handed over starts over in place (:mod:`.restart`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Set
+
+from confluent_kafka import Message, TopicPartition
+
+from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.output import RelayOutput
+from pricing_ha.dedupe.raw_input import RawInput
+from pricing_ha.dedupe.read_ahead import ReadAhead
+from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.restart import Restarts
+from pricing_ha.kafka.headers import header_list
+from pricing_ha.publishing.pricing import InvalidPriceError
+from pricing_ha.telemetry.pricepath import sampled_context
+
+__all__ = ["HotPath"]
+
+log = logging.getLogger("pricing_ha.relay")
+
+_PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
+
+
+class HotPath:
+    """Arbitration, output and commits of the partitions worked on (see the module docstring).
+
+    Args:
+        out: the member's output of prices.
+        raw: the member's ``prices.raw`` input (rewinds, commits).
+        read_ahead: input read ahead of a takeover, replayed first.
+        restarts: the partitions started over in place.
+        window_s: the arbiters' reorder window.
+        may_emit: whether a partition may be emitted on at this instant.
+        handing_over: whether a partition is being handed over (a pause is logged as such).
+        asked: whether a partition being handed over has been asked for by its successor.
+        active: the partitions the worker works on (shared).
+        drop: ends a partition's work (flush, release, stop reading).
+        commit: commits input positions (asynchronously, as the worker does).
+    """
+
+    def __init__(
+        self,
+        out: RelayOutput,
+        raw: RawInput,
+        read_ahead: ReadAhead,
+        restarts: Restarts,
+        *,
+        window_s: float,
+        may_emit: Callable[[int], bool],
+        handing_over: Callable[[int], bool],
+        asked: Callable[[int], bool],
+        active: Set[int],
+        drop: Callable[[int], None],
+        commit: Callable[[list[TopicPartition]], None],
+    ) -> None:
+        """Nothing is worked on yet."""
+        self._out = out
+        self._raw = raw
+        self._read_ahead = read_ahead
+        self._restarts = restarts
+        self._window_s = window_s
+        self._may_emit = may_emit
+        self._handing_over = handing_over
+        self._asked = asked
+        self._active = active
+        self._drop = drop
+        self._commit_async = commit
+        #: The arbiter of each partition worked on.
+        self.arbiters: dict[int, Arbiter[RawPrice]] = {}
+        self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
+        self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
+
+    def take_up(self, partition: int, high: dict[str, int]) -> None:
+        """``partition`` was taken over from the high-water marks ``high``; its first record
+        processed is logged."""
+        self.arbitrate_from(partition, high)
+        self._first_price[partition] = time.monotonic()
+
+    def arbitrate_from(self, partition: int, high: dict[str, int]) -> None:
+        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``."""
+        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+        for instrument, seq in high.items():
+            arbiter.set_high_water(instrument, seq)
+        self.arbiters[partition] = arbiter
+        self._out.track(partition, arbiter)
+
+    def forget(self, partition: int) -> None:
+        """``partition`` is no longer worked on."""
+        self._paused.pop(partition, None)
+        self._first_price.pop(partition, None)
+        self.arbiters.pop(partition, None)
+
+    def process(self, batch: list[Message]) -> None:
+        """Arbitrate a batch, emit, flush, commit what is safe to commit."""
+        read_ahead = self._read_ahead
+        if read_ahead.reading():
+            batch = read_ahead.batch(batch)
+        now = time.monotonic()
+        out = self._out
+        last: dict[int, int] = {}
+        lost: set[int] = set()
+        paused: dict[int, int] = {}  # partition -> first offset not processed
+        for msg in batch:
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() is not None or partition is None or offset is None:
+                continue
+            arbiter = self.arbiters.get(partition)
+            if (
+                arbiter is None
+                or partition in lost
+                or partition in paused
+                or (read_ahead.skipping and read_ahead.skipped(partition, offset))
+            ):
+                continue
+            if not self._may_emit(partition):
+                paused[partition] = offset  # read again once it is clear what happens to it
+                continue
+            raw_headers = msg.headers()
+            try:
+                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+            except InvalidPriceError as exc:
+                out.dead_letter(msg, partition, offset, exc.reason)
+                last[partition] = offset
+                continue
+            item = RawPrice(
+                offset,
+                as_bytes(msg.key()),
+                as_bytes(msg.value()),
+                header_list(raw_headers),
+                source_ns,
+                publish_ns,
+            )
+            parent = sampled_context(raw_headers)
+            if parent is None:  # the common case: no span objects at all
+                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+            else:
+                what = (instrument, seq, source)
+                ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
+            if not ok:
+                lost.add(partition)
+                continue
+            last[partition] = offset
+            if self._first_price:
+                self._log_first_price(partition)
+        self._expire(now, lost)
+        failed = out.flush(self.arbiters)
+        self._commit(last, lost | failed)
+        self._pause(paused, lost | failed)
+        self._output_failed(failed | self._stopped_unasked(lost))
+
+    def idle(self) -> None:
+        """Release records whose reorder window has passed, even with no new input."""
+        if self._read_ahead.replaying:
+            self.process([])
+            return
+        lost: set[int] = set()
+        self._expire(time.monotonic(), lost)
+        self._output_failed(self._stopped_unasked(lost) | self._out.poll(self.arbiters))
+
+    def tend(self, now: float) -> None:
+        """Paused partitions: resumed once they may be emitted on again, or dropped after
+        ``_PAUSE_MAX_S`` (one being handed over stays paused until its hand-over ends)."""
+        for partition, since in list(self._paused.items()):
+            if partition not in self._active or self._may_emit(partition):
+                del self._paused[partition]
+                if partition in self._active:
+                    log.info("partition %d resumed after %.2f s paused", partition, now - since)
+            elif self._handing_over(partition):
+                # Handing over, tail momentarily stale: paused until it is fresh again or the
+                # hand-over ends (HandOvers.tend), not dropped.
+                continue
+            elif now - since > _PAUSE_MAX_S:
+                del self._paused[partition]
+                self._drop(partition)
+
+    def _log_first_price(self, partition: int) -> None:
+        """Log how long after its takeover a partition's first ``prices.raw`` record was
+        processed (an operator reading a silence on ``prices`` wants to know which step it was
+        in). Its first price goes out no earlier: that record may be a copy already emitted."""
+        since = self._first_price.pop(partition, None)
+        if since is not None:
+            log.info(
+                "partition %d: first prices.raw record processed %.3f s after the takeover",
+                partition,
+                time.monotonic() - since,
+            )
+
+    def _expire(self, now: float, lost: set[int]) -> None:
+        for partition, arbiter in list(self.arbiters.items()):
+            if partition in lost or not self._may_emit(partition):
+                continue  # paused: expired later, or dropped
+            if not self._out.emit(partition, arbiter.expire(now)):
+                lost.add(partition)
+
+    def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
+        """Rewind partitions that stopped being led mid-batch to their first unread record.
+
+        Leadership ends (NELI answers no) a moment before the event that says why arrives:
+        a planned revocation is then handed over (:meth:`.relay_worker.RelayWorker.hand_over`),
+        so its input must not be thrown away; FENCED or a lost session unassigns it. Until then
+        it is only paused, and :meth:`tend` drops it if nothing has come after ``_PAUSE_MAX_S``.
+        """
+        for partition, offset in paused.items():
+            if partition in lost:
+                continue
+            if not self._raw.rewind(partition, offset):
+                self._drop(partition)  # re-read from the last commit instead
+                continue
+            if partition not in self._paused:
+                self._paused[partition] = time.monotonic()
+                log.info(
+                    "partition %d paused: %s",
+                    partition,
+                    "handing over, the standby tail has not read it to its end lately"
+                    if self._handing_over(partition)
+                    else "no longer led",
+                )
+
+    def _stopped_unasked(self, lost: set[int]) -> set[int]:
+        """Of the partitions whose emitting stopped in the middle of a batch, those still to
+        be started over: not one being handed over whose successor has just asked for it.
+
+        Nothing failed there: what went out is flushed like any output, what did not is not
+        committed, so the successor re-reads it. Such a partition is released as usual
+        (:meth:`~.relay_worker.RelayWorker.unassign`). Counted as failed output, it started
+        over in place and was never released, so its successor waited out its whole wait for
+        a release (seen in the takeover benchmark whenever the request arrived while a batch
+        was being emitted).
+        """
+        return {p for p in lost if not self._asked(p)}
+
+    def _output_failed(self, partitions: set[int]) -> None:
+        """Output to ``partitions`` was not acknowledged: start each over (new high-water marks
+        from ``prices``, ``prices.raw`` re-read from the last commit). One still led is dropped
+        and taken up again; one being handed over starts over in place (:mod:`.restart`)."""
+        for partition in self._restarts.failed(partitions & self._active):
+            self._drop(partition)
+
+    def _commit(self, last: dict[int, int], lost: set[int]) -> None:
+        commits = self._raw.commits(last, self.arbiters, lost)
+        if commits:
+            self._commit_async(commits)
