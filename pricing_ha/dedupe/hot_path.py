@@ -21,7 +21,9 @@ And what happens to a partition the hot path cannot go on with:
 * **output failed** (no longer led when it was produced, or not acknowledged, e.g. with a
   producer replaced: :mod:`.output_producers`): started over, because a record that failed
   may be missing from ``prices[k]``. One still led is dropped, and taken up again by a
-  takeover; one being handed over starts over in place (:mod:`.restart`).
+  takeover; one being handed over starts over in place (:mod:`.restart`), unless it stopped
+  only because its successor has just asked for it: nothing failed there, and it is released
+  as usual.
 """
 
 from __future__ import annotations
