@@ -55,16 +55,22 @@ def fencing_after_commit(bootstrap: str) -> dict[str, Any]:
     }
 
 
+def _open_transaction(a: Client, topic: str, records: int) -> int:
+    """``a`` inits, begins a transaction and produces ``records`` records ``a-open-i`` to
+    partition 0 of ``topic``, left open; how many are still unacknowledged after 10 s."""
+    a.p.init_transactions(TXN_TIMEOUT_S)
+    a.p.begin_transaction()
+    for i in range(records):
+        a.produce(topic, 0, _value("a-open", i))
+    return int(a.p.flush(10))
+
+
 def fencing_open_transaction(bootstrap: str) -> dict[str, Any]:
     """A's transaction is open (records acknowledged) when B inits; then A tries to commit."""
     topic = _create_topic(bootstrap, 1, "fence-open")
     tid = f"bench-fence-{uuid.uuid4().hex[:8]}"
     a = Client(bootstrap, tid)
-    a.p.init_transactions(TXN_TIMEOUT_S)
-    a.p.begin_transaction()
-    for i in range(5):
-        a.produce(topic, 0, _value("a-open", i))
-    left = a.p.flush(10)
+    left = _open_transaction(a, topic, 5)
     # An idempotent producer appends after the open transaction (the LSO question).
     idem = Client(bootstrap)
     for i in range(3):
@@ -119,11 +125,7 @@ def fencing_open_transaction_produce(bootstrap: str) -> dict[str, Any]:
     topic = _create_topic(bootstrap, 1, "fence-produce")
     tid = f"bench-fence-{uuid.uuid4().hex[:8]}"
     a = Client(bootstrap, tid)
-    a.p.init_transactions(TXN_TIMEOUT_S)
-    a.p.begin_transaction()
-    for i in range(5):
-        a.produce(topic, 0, _value("a-open", i))
-    a.p.flush(10)
+    _open_transaction(a, topic, 5)
     b = Client(bootstrap, tid)
     b.p.init_transactions(TXN_TIMEOUT_S)
     # The partition is already in A's transaction: no AddPartitionsToTxn, straight to Produce.
@@ -159,11 +161,7 @@ def fencing_transaction_timeout(bootstrap: str, wait_s: float = 3.0) -> dict[str
         f"bench-fence-{uuid.uuid4().hex[:8]}",
         {"transaction.timeout.ms": 1000, "message.timeout.ms": 1000},
     )
-    a.p.init_transactions(TXN_TIMEOUT_S)
-    a.p.begin_transaction()
-    for i in range(3):
-        a.produce(topic, 0, _value("a-open", i))
-    a.p.flush(10)
+    _open_transaction(a, topic, 3)
     time.sleep(wait_s)
     seen = _read_both(bootstrap, topic, 0)
     commit_s, commit = _timed(lambda: a.p.commit_transaction(TXN_TIMEOUT_S))
