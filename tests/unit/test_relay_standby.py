@@ -6,11 +6,9 @@ import time
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
-from pricing_ha.dedupe import standby as standby_mod
 from pricing_ha.dedupe.control import (
-    CHECKPOINT,
     HANDOVER,
     KEPT,
     PROBE,
@@ -19,97 +17,8 @@ from pricing_ha.dedupe.control import (
     PartitionView,
     control_kind,
 )
-from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER
-from pricing_ha.publishing.pricing import Price, encode_price
-
-TOKEN = "r1/abc"
-
-
-class Log:
-    """Partitions of a fake ``prices`` topic, and a reader that serves what was appended."""
-
-    def __init__(self, partitions: int) -> None:
-        """Empty partitions."""
-        self.records: list[list[Message]] = [[] for _ in range(partitions)]
-        self.served = [0] * partitions
-        self.eof_sent = [False] * partitions
-        self.assigned: list[TopicPartition] = []
-        self.closed = False
-        self.end_error: Exception | None = None
-
-    def append(self, partition: int, **fields: Any) -> int:
-        """Append a record; returns its offset."""
-        offset = len(self.records[partition])
-        self.records[partition].append(
-            Message(topic="prices", partition=partition, offset=offset, **fields)
-        )
-        self.eof_sent[partition] = False
-        return offset
-
-    def price(self, partition: int, instrument: str, seq: int, *, header: bool = True) -> int:
-        """Append a price as the relay emits it (with a ``seq`` header unless told not to)."""
-        p = Price(instrument=instrument, seq=seq, bid=1.0, ask=1.1, mid=1.05, source_time_ns=5)
-        headers = [("seq", str(seq).encode())] if header else [("group", b"p1")]
-        return self.append(
-            partition, key=instrument.encode(), value=encode_price(p), headers=headers
-        )
-
-    def control(self, partition: int, kind: bytes, marker: str, term: int | None = None) -> int:
-        """Append a control record."""
-        headers = [(CONTROL_HEADER, kind), ("marker", marker.encode())]
-        if term is not None:
-            headers.append(("term", str(term).encode()))
-        return self.append(partition, key=None, value=b"", headers=headers)
-
-    # -- the reader surface -------------------------------------------------------------------
-
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        """Serve exactly ``partitions``, each from its offset (a logical offset: the start)."""
-        self.assigned = partitions
-        wanted = {tp.partition: max(0, tp.offset) for tp in partitions}
-        for p in range(len(self.records)):
-            self.served[p] = wanted.get(p, len(self.records[p]))
-            self.eof_sent[p] = p not in wanted
-
-    def get_watermark_offsets(self, partition: TopicPartition, timeout: float) -> tuple[int, int]:
-        """The partition's first and next offsets (or the error set in ``end_error``)."""
-        if self.end_error is not None:
-            raise self.end_error
-        return 0, len(self.records[partition.partition])
-
-    def consume(self, num_messages: int, timeout: float) -> list[Message]:
-        """Everything not served yet, then an end-of-partition event per partition."""
-        out: list[Message] = []
-        for p, records in enumerate(self.records):
-            take = records[self.served[p] : self.served[p] + num_messages - len(out)]
-            out.extend(take)
-            self.served[p] += len(take)
-            if len(out) >= num_messages:
-                break
-            if not self.eof_sent[p]:
-                self.eof_sent[p] = True
-                err = KafkaError(KafkaError._PARTITION_EOF)
-                out.append(Message(topic="prices", partition=p, offset=len(records), error=err))
-        return out[:num_messages]
-
-    def close(self) -> None:
-        """Remember the close."""
-        self.closed = True
-
-
-def tail_of(log: Log, *, token: str = TOKEN, resume: bool = False) -> StandbyTail:
-    tail = StandbyTail({}, "prices", len(log.records), token, reader=lambda _s: log, resume=resume)
-    tail.open()
-    return tail
-
-
-def read_to_end(tail: StandbyTail, log: Log) -> None:
-    for _ in range(1000):
-        if all(v.position >= len(r) for v, r in zip(tail.views, log.records, strict=True)):
-            return
-        tail.step(0)
-    raise AssertionError("the tail did not reach the end")
+from tests.unit.standby_log import TOKEN, Log, read_to_end, tail_of
 
 
 def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:
@@ -397,102 +306,3 @@ def test_requested_after_sees_probes_and_takeovers_after_a_term_only() -> None:
 
 
 # -- checkpoints ------------------------------------------------------------------------------
-
-
-def _history(log: Log, partition: int, start: int, n: int) -> None:
-    for seq in range(start, start + n):
-        log.price(partition, "EURUSD" if seq % 2 else "GBPUSD", seq)
-
-
-def _checkpoint(log: Log, partition: int, writer: StandbyTail) -> int:
-    got = writer.checkpoint(partition, -1)
-    assert got is not None
-    headers = [(CONTROL_HEADER, CHECKPOINT), ("relay", b"r2")]
-    return log.append(partition, key=None, value=got[0], headers=headers)
-
-
-def test_a_joining_tail_resumes_from_the_latest_checkpoint_and_agrees_with_a_full_read() -> None:
-    log = Log(2)
-    log.control(0, TAKEOVER, "r2/xyz:1")
-    _history(log, 0, 1, 5_000)
-    writer = tail_of(log, token="r2/xyz")
-    read_to_end(writer, log)
-    _checkpoint(log, 0, writer)  # an early one: the search must take the latest
-    _history(log, 0, 5_001, 3_000)
-    log.control(0, PROBE, "r3/qqq:1")
-    read_to_end(writer, log)
-    position = writer.views[0].position
-    _checkpoint(log, 0, writer)
-    _history(log, 0, 8_001, 50)  # after the checkpoint
-    _history(log, 1, 1, 20)  # a partition without any checkpoint: read from its start
-
-    joiner = tail_of(log, token="r1/new", resume=True)
-    assert joiner.resumed == {0: position}
-    read_to_end(joiner, log)
-    full = tail_of(log, token="r1/full")
-    read_to_end(full, log)
-    for mine, theirs in zip(joiner.views, full.views, strict=True):
-        assert (mine.high, mine.last_data, mine.term, mine.requests) == (
-            theirs.high,
-            theirs.last_data,
-            theirs.term,
-            theirs.requests,
-        )
-    assert joiner.views[0].high == {"EURUSD": 8_049, "GBPUSD": 8_050}
-    # The search read back a window (512 records) and the tail the ~50 after the checkpoint,
-    # not 8,000.
-    assert joiner.records < standby_mod._SEARCH_FIRST + 100 + 20 + 10
-    # Another member (r3) asked after r2's term, as the full read also says.
-    assert joiner.requested_after(0, 0)
-
-
-def _checkpointed_after_100() -> Log:
-    """One partition: 100 prices, then a checkpoint another member wrote at offset 100."""
-    log = Log(1)
-    _history(log, 0, 1, 100)
-    writer = tail_of(log, token="r2/xyz")
-    read_to_end(writer, log)
-    _checkpoint(log, 0, writer)
-    return log
-
-
-def test_a_malformed_checkpoint_is_skipped_for_an_earlier_one() -> None:
-    log = _checkpointed_after_100()
-    _history(log, 0, 101, 10)
-    log.append(0, key=None, value=b"{not json", headers=[(CONTROL_HEADER, CHECKPOINT)])
-    log.append(
-        0,
-        key=None,
-        value=b'{"v": 1, "position": 99999, "high": {}, "last_data": 0, '
-        b'"term": -1, "released_term": -1, "released_at": -1, "requests": {}}',
-        headers=[(CONTROL_HEADER, CHECKPOINT)],
-    )  # a position above itself
-    joiner = tail_of(log, token="r1/new", resume=True)
-    assert joiner.resumed == {0: 100}
-    read_to_end(joiner, log)
-    assert joiner.views[0].high == {"EURUSD": 109, "GBPUSD": 110}
-
-
-def test_an_unknown_end_reads_the_partition_from_its_start() -> None:
-    log = _checkpointed_after_100()
-    log.end_error = KafkaException(KafkaError(KafkaError._TIMED_OUT))
-    joiner = tail_of(log, token="r1/new", resume=True)
-    assert joiner.resumed == {}
-    read_to_end(joiner, log)
-    assert joiner.views[0].high == {"EURUSD": 99, "GBPUSD": 100}
-    assert joiner.records >= 100
-
-
-def test_checkpoints_are_offered_only_when_prices_came_since_the_last() -> None:
-    log = Log(1)
-    tail = tail_of(log)
-    assert tail.checkpoint(0, -1) is None  # not at the end yet
-    read_to_end(tail, log)
-    tail.step(0)
-    assert tail.checkpoint(0, -1) is None  # no price at all
-    _history(log, 0, 1, 3)
-    read_to_end(tail, log)
-    got = tail.checkpoint(0, -1)
-    assert got is not None
-    assert got[1] == 2
-    assert tail.checkpoint(0, got[1]) is None
