@@ -6,11 +6,22 @@ standby tails' condition variables.
   threads of their own in production, so they make progress while a worker sleeps).
 * :class:`PumpCondition` replaces each standby tail's condition variable: a worker waiting in
   ``snapshot_at`` advances the clock by its wait and lets the tails read, instead of blocking.
+* :func:`simulated_time` installs a :class:`SimTime` in every relay module that reads the
+  ``time`` module, and :func:`real_clocks` finds a real clock still held by a worker.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+import logging
+import pkgutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pricing_ha.dedupe
+from pricing_ha.member import worker as worker_mod
 
 if TYPE_CHECKING:
     from tests.sim.relay_world import World
@@ -67,3 +78,69 @@ class PumpCondition:
         """Time passes; the tails read."""
         self._clock.sleep(timeout or 0.0)
         return True
+
+
+_REAL_CLOCKS = (time.monotonic, time.time, time.time_ns, time.perf_counter)
+
+
+def _decides(kind: type) -> bool:
+    """Whether objects of ``kind`` can steer the relay: the project's own, but for its
+    telemetry (metrics read clocks for what they report, and nothing reads them back)."""
+    module = getattr(kind, "__module__", "")
+    return module.startswith("pricing_ha") and not module.startswith("pricing_ha.telemetry")
+
+
+def real_clocks(root: object, depth: int = 4) -> list[str]:
+    """Where, among ``root``'s attributes (followed ``depth`` objects deep), a real clock
+    function is held: a run would then depend on the machine's clocks, not only on its seed.
+
+    (It happened: a worker command's creation time came from the real monotonic clock and its
+    age from the simulated one, so on a machine up for less than the simulated clock's start
+    every simulated hand-over was refused as too old.)
+    """
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def walk(obj: object, path: str, left: int) -> None:
+        if id(obj) in seen or left < 0:
+            return
+        seen.add(id(obj))
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for name, value in attrs.items():
+            if any(value is c for c in _REAL_CLOCKS):
+                found.append(f"{path}.{name}")
+            elif _decides(type(value)):
+                walk(value, f"{path}.{name}", left - 1)
+
+    walk(root, type(root).__name__, depth)
+    return found
+
+
+def _time_users() -> list[Any]:
+    """The relay's modules that read the ``time`` module: every module of
+    :mod:`pricing_ha.dedupe` that imports it, and the partition worker's. Found, not listed, so
+    that a new module cannot run on the real clock inside a simulation."""
+    package = pricing_ha.dedupe
+    names = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    mods = [importlib.import_module(name) for name in names]
+    return [m for m in [*mods, worker_mod] if getattr(m, "time", None) is time]
+
+
+@contextmanager
+def simulated_time(clock: SimTime) -> Iterator[None]:
+    """The relay's modules see ``clock`` as their ``time`` module; their logs are quiet."""
+    mods = _time_users()
+    saved = [m.time for m in mods]
+    quiet = logging.getLogger("pricing_ha")
+    level, quiet_level = quiet.level, logging.CRITICAL
+    try:
+        for m in mods:
+            m.time = clock  # type: ignore[attr-defined]
+        quiet.setLevel(quiet_level)
+        yield
+    finally:
+        for m, t in zip(mods, saved, strict=True):
+            m.time = t  # type: ignore[attr-defined]
+        quiet.setLevel(level)

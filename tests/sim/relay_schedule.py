@@ -2,43 +2,31 @@
 
 A schedule is a list of :data:`Step` tuples (data, so a failing one can be printed, shrunk and
 replayed); the world's own random draws (latencies, batch sizes) come from a generator seeded
-by the schedule's seed, so a replay of the same steps is the same run.
+by the schedule's seed, so a replay of the same steps is the same run. The steps and raw
+prices are drawn in :mod:`tests.sim.relay_steps`; simulated time is :mod:`tests.sim.relay_clock`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import logging
-import pkgutil
 import random
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from confluent_kafka import Consumer, Message, Producer
 
-import pricing_ha.dedupe
 from pricing_ha.config import AppConfig
 from pricing_ha.config._roles import RelayConfig
 from pricing_ha.dedupe.relay import RelayClients, RelayStats, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
-from pricing_ha.member import worker as worker_mod
-from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.telemetry import Telemetry
-from tests.sim.relay_clock import PumpCondition, SimTime
+from tests.sim.relay_clock import PumpCondition, SimTime, real_clocks, simulated_time
 from tests.sim.relay_consumers import FakeConsumer, FakeReader
 from tests.sim.relay_neli import SimNeli
 from tests.sim.relay_producer import FakeProducer
+from tests.sim.relay_steps import MEMBERS, Step, raw_prices
 from tests.sim.relay_world import Faults, World
-
-Step = tuple[Any, ...]
-MEMBERS = ("A", "B")
-PARTITIONS = 4
-INSTRUMENTS_PER_PARTITION = 2
 
 _TELEMETRY = Telemetry.noop("sim")
 
@@ -78,166 +66,7 @@ class Outcome:
         return bool(self.violations or self.losses or self.stuck or self.resume_mismatches)
 
 
-# -- the schedule ---------------------------------------------------------------------------
-
-
-def random_steps(seed: int, n: int = 120) -> list[Step]:
-    """A random schedule of ``n`` steps (see :func:`run` for what each does)."""
-    rng = random.Random(seed)
-    # Everything starts assigned somewhere.
-    steps: list[Step] = [("move", p, rng.choice(MEMBERS), False, 0.0) for p in range(PARTITIONS)]
-    weighted = [
-        ("turn", 30),
-        ("publish", 10),
-        ("tail", 10),
-        ("advance", 12),
-        ("move", 6),
-        ("fence", 3),
-        ("resume", 3),
-        ("slow", 2),
-        ("fail", 2),
-        ("silent", 2),
-        ("stall", 2),
-    ]
-    kinds = [k for k, w in weighted for _ in range(w)]
-    for _ in range(n):
-        kind = rng.choice(kinds)
-        m = rng.choice(MEMBERS)
-        p = rng.randrange(PARTITIONS)
-        if kind == "turn":
-            steps.append(("turn", m, rng.randint(1, 12)))
-        elif kind == "publish":
-            steps.append(("publish", p, rng.randint(1, 8)))
-        elif kind == "tail":
-            steps.append(("tail", m))
-        elif kind == "advance":
-            steps.append(("advance", rng.choice([0.005, 0.02, 0.1, 0.3, 0.6, 1.0, 2.5])))
-        elif kind == "move":
-            planned = rng.random() < 0.6
-            # A zombie goes on leading after the move until its client notices (at most about
-            # 0.5 s in practice); up to 1.9 s, beyond T = 1.6 s, is harsher than that on purpose.
-            zombie = 0.0 if planned or rng.random() < 0.3 else rng.uniform(0.0, 1.9)
-            target = rng.choice([*MEMBERS, None]) if rng.random() < 0.9 else None
-            steps.append(("move", p, target, planned, round(zombie, 3)))
-        elif kind in ("fence", "resume"):
-            steps.append((kind, m, p))
-        elif kind == "silent":  # past _CATCH_UP_S sometimes: the takeover is deferred
-            steps.append((kind, m, rng.choice([0.2, 1.0, 4.0, 8.0])))
-        elif kind == "stall":  # held off after a stall (NELI: S + 0.5 s after waking)
-            steps.append((kind, m, rng.choice([0.5, 2.5])))
-        else:
-            steps.append((kind, m, rng.choice([0.2, 1.0, 4.0])))
-    return steps
-
-
-def raw_prices(seed: int, seqs: int = 25) -> list[list[tuple[bytes, bytes | None, list[Any]]]]:
-    """Each partition's ``prices.raw`` records: both groups' copies, interleaved, some missing.
-
-    Every seq has at least one copy, and each seq's *first* copy comes after the first copy
-    of the seq before it (the second copy lands anywhere up to ~3 seqs later). No seq then
-    ever arrives after its successor, so a correct relay never declares a gap, whatever the
-    timing: every seq offered must reach ``prices``, and a declared gap is a loss. One record
-    in about 150 is malformed (it goes to the DLQ).
-    """
-    rng = random.Random(seed * 7919 + 1)
-    out = []
-    for p in range(PARTITIONS):
-        items: list[tuple[float, bytes, bytes | None, list[Any]]] = []
-        for i in range(INSTRUMENTS_PER_PARTITION):
-            instrument = f"I{p}{'abcdefgh'[i]}"
-            for seq in range(1, seqs + 1):
-                copies = rng.choices([("p1", "p2"), ("p1",), ("p2",)], [8, 1, 1])[0]
-                price = Price(
-                    instrument=instrument,
-                    seq=seq,
-                    bid=1.0,
-                    ask=1.1,
-                    mid=1.05,
-                    source_time_ns=1_700_000_000_000_000_000 + seq,
-                )
-                for n, group in enumerate(copies):
-                    member = rng.choice("ab")
-                    headers = [
-                        ("seq", str(seq).encode()),
-                        ("group", group.encode()),
-                        ("member", member.encode()),
-                        ("publish_ns", str(1_700_000_000_000_000_000 + seq).encode()),
-                    ]
-                    at = seq + (rng.uniform(0, 0.01) if n == 0 else rng.uniform(0.02, 3))
-                    items.append((at, instrument.encode(), encode_price(price), headers))
-                if rng.random() < 0.007:
-                    items.append((seq + 0.5, instrument.encode(), b"not a price", []))
-        items.sort(key=lambda t: t[0])
-        out.append([(k, v, h) for _, k, v, h in items])
-    return out
-
-
 # -- running ----------------------------------------------------------------------------------
-
-_REAL_CLOCKS = (time.monotonic, time.time, time.time_ns, time.perf_counter)
-
-
-def _decides(kind: type) -> bool:
-    """Whether objects of ``kind`` can steer the relay: the project's own, but for its
-    telemetry (metrics read clocks for what they report, and nothing reads them back)."""
-    module = getattr(kind, "__module__", "")
-    return module.startswith("pricing_ha") and not module.startswith("pricing_ha.telemetry")
-
-
-def real_clocks(root: object, depth: int = 4) -> list[str]:
-    """Where, among ``root``'s attributes (followed ``depth`` objects deep), a real clock
-    function is held: a run would then depend on the machine's clocks, not only on its seed.
-
-    (It happened: a worker command's creation time came from the real monotonic clock and its
-    age from the simulated one, so on a machine up for less than the simulated clock's start
-    every simulated hand-over was refused as too old.)
-    """
-    found: list[str] = []
-    seen: set[int] = set()
-
-    def walk(obj: object, path: str, left: int) -> None:
-        if id(obj) in seen or left < 0:
-            return
-        seen.add(id(obj))
-        attrs = getattr(obj, "__dict__", None)
-        if not isinstance(attrs, dict):
-            return
-        for name, value in attrs.items():
-            if any(value is c for c in _REAL_CLOCKS):
-                found.append(f"{path}.{name}")
-            elif _decides(type(value)):
-                walk(value, f"{path}.{name}", left - 1)
-
-    walk(root, type(root).__name__, depth)
-    return found
-
-
-def _time_users() -> list[Any]:
-    """The relay's modules that read the ``time`` module: every module of
-    :mod:`pricing_ha.dedupe` that imports it, and the partition worker's. Found, not listed, so
-    that a new module cannot run on the real clock inside a simulation."""
-    package = pricing_ha.dedupe
-    names = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
-    mods = [importlib.import_module(name) for name in names]
-    return [m for m in [*mods, worker_mod] if getattr(m, "time", None) is time]
-
-
-@contextmanager
-def simulated_time(clock: SimTime) -> Iterator[None]:
-    """The relay's modules see ``clock`` as their ``time`` module; their logs are quiet."""
-    mods = _time_users()
-    saved = [m.time for m in mods]
-    quiet = logging.getLogger("pricing_ha")
-    level, quiet_level = quiet.level, logging.CRITICAL
-    try:
-        for m in mods:
-            m.time = clock  # type: ignore[attr-defined]
-        quiet.setLevel(quiet_level)
-        yield
-    finally:
-        for m, t in zip(mods, saved, strict=True):
-            m.time = t  # type: ignore[attr-defined]
-        quiet.setLevel(level)
 
 
 def _headers(rec: Message) -> dict[str, str]:

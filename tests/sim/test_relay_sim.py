@@ -51,16 +51,15 @@ import pytest
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.standby import StandbyTail
+from tests.sim.relay_clock import real_clocks, simulated_time
 from tests.sim.relay_schedule import (
     Outcome,
     build,
-    random_steps,
-    real_clocks,
     report,
     run,
     shrink,
-    simulated_time,
 )
+from tests.sim.relay_steps import random_steps
 
 SCHEDULES = int(os.environ.get("RELAY_SIM_SCHEDULES", "300"))
 SLOW_SCHEDULES = int(os.environ.get("RELAY_SIM_SLOW_SCHEDULES", "2000"))

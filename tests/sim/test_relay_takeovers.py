@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from pricing_ha.config import RelayConfig
+from tests.sim.relay_clock import simulated_time
 from tests.sim.relay_schedule import (
     Checker,
     _turn,
     apply_step,
     build,
-    raw_prices,
-    simulated_time,
 )
+from tests.sim.relay_steps import raw_prices
 
 
 def _a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
