@@ -372,6 +372,34 @@ class StandbyTail:
                     return False
                 self._changed.wait(min(left, 0.05))
 
+    def released_above(self, partition: int, mark: Snapshot) -> Snapshot | None:
+        """The state of ``partition`` as the tail has read it, if the previous owner's release
+        landed above this member's takeover marker ``mark`` and nothing else happened there
+        since: the marker is still the latest term, the release names the term below it
+        (``mark.term``), no price follows the release, and no other member asked for the
+        partition after the marker. ``None`` otherwise.
+
+        That owner saw the marker, stopped, flushed and released: everything it produced lies
+        below its release, so the marks read up to here are complete, and a takeover can start
+        from them under the marker's term instead of marking the end a second time (one more
+        produce and read-back on a move's critical path: 0.1-0.3 s on a loaded machine).
+        """
+        with self._changed:
+            view = self.views[partition]
+            if (
+                mark.term < 0
+                or view.position <= mark.offset
+                or view.term != mark.offset
+                or view.released_term != mark.term
+                or view.released_at <= mark.offset
+                or view.last_data > view.released_at
+                or view.requested_after(mark.offset, self._me)
+            ):
+                return None
+            return Snapshot(
+                mark.offset, dict(view.high), True, mark.term, mark.handing_over, mark.term_wall
+            )
+
     def unrequested_within(
         self,
         partition: int,

@@ -14,7 +14,8 @@ it wait or give up:
   (it stops within :data:`~.handover.HANDOVER_FRESH_S` of seeing the request, and its output
   lands or expires ``output_timeout_ms`` after it was produced), or a crashed owner's output
   may still be in flight (it led at most T after its last heartbeat). Wait for the release or
-  for that time, then mark the end again;
+  for that time. A release above the marker is the end (the owner stopped on seeing the
+  marker and released once its output had landed); otherwise mark the end again;
 * another member began a term after this member asked for the partition, or after NELI
   assigned it here: one of the two may be a zombie. End this term before it began, and retry
   after a grace period;
@@ -208,8 +209,10 @@ class Succession:
         it over and still emitting: the marker is its signal to stop. Unless this member's
         probe was acknowledged long enough ago for that owner to have stopped and its output
         to have landed or expired (:meth:`_unclean_wait`), the takeover waits until the release
-        appears, at most that long, and then marks the end again, so that it starts after the
-        old owner's last record. See the module docstring for the other waits.
+        appears, at most that long. A release that lands above the marker, with nothing else
+        after the marker, ends it: the marks read up to the release are complete, and the
+        takeover starts under this marker. Otherwise it marks the end again, so that it starts
+        after the old owner's last record. See the module docstring for the other waits.
         """
         snaps = self._mark_ends(partitions, deferred)
         self._defer_late_terms(partitions, snaps, deferred)
@@ -246,7 +249,23 @@ class Succession:
                 give_up=lambda: not any(self._neli.leads(p) for p in unclean),
                 terms={p: snaps[p].term for p in unclean if snaps[p].term >= 0},
             )
-            snaps.update(self._mark_ends(unclean, deferred))
+            # Where the old owner's release landed above our marker and nothing else since,
+            # the marks read up to it are complete: start under this marker. Elsewhere (no
+            # release in time, or another member's request or term meanwhile) mark again.
+            released = {
+                p: snap
+                for p in unclean
+                if (snap := self._standby.released_above(p, snaps[p])) is not None
+            }
+            snaps.update(released)
+            if released:
+                log.info(
+                    "partitions %s released above the takeover marker: taken from the release",
+                    sorted(released),
+                )
+            again = [p for p in unclean if p not in released]
+            if again:
+                snaps.update(self._mark_ends(again, deferred))
         ready = []
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:

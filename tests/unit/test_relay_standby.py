@@ -162,6 +162,57 @@ def test_a_takeover_waits_for_the_old_terms_release_even_after_its_own_marker() 
     assert not tail2.wait_clean({0: mine2}, 0.05, terms={0: old2})
 
 
+def test_a_release_above_the_marker_gives_complete_marks_under_that_marker() -> None:
+    """The old owner saw our marker, emitted what it had in flight, then released its term:
+    the marks read up to the release include those prices, and our marker is the term."""
+    log = Log(1)
+    old = log.control(0, TAKEOVER, "r2/aaa:1")
+    log.price(0, "EURUSD", 1)
+    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
+    log.price(0, "EURUSD", 2)  # in flight when it saw our marker
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    mark = tail.snapshot_at(0, mine, 0)
+    assert mark is not None
+    assert (mark.term, mark.high) == (old, {"EURUSD": 1})
+    assert tail.released_above(0, mark) is None  # not released yet
+    log.control(0, RELEASE, "r2/aaa:3", term=old)
+    log.control(0, PROBE, f"{TOKEN}:3")  # our own request after the marker changes nothing
+    read_to_end(tail, log)
+    snap = tail.released_above(0, mark)
+    assert snap is not None
+    assert (snap.offset, snap.term, snap.high, snap.clean) == (mine, old, {"EURUSD": 2}, True)
+
+
+def test_a_release_above_the_marker_does_not_count_after_anything_else() -> None:
+    """A price after the release, another member's request or term after our marker, or a
+    late release of an earlier term: mark the end again instead."""
+
+    def released_above(*after: tuple[str, str]) -> bool:
+        log = Log(1)
+        earlier = log.control(0, TAKEOVER, "r1/zzz:1")
+        old = log.control(0, TAKEOVER, "r2/aaa:1")
+        mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
+        for kind, who in after:
+            if kind == "price":
+                log.price(0, "EURUSD", 5)
+            elif kind == "release":
+                log.control(0, RELEASE, "r2/aaa:3", term=old if who == "old" else earlier)
+            else:
+                log.control(0, PROBE if kind == "probe" else TAKEOVER, f"{who}:9")
+        tail = tail_of(log)
+        read_to_end(tail, log)
+        mark = tail.snapshot_at(0, mine, 0)
+        assert mark is not None
+        return tail.released_above(0, mark) is not None
+
+    assert released_above(("release", "old"))
+    assert not released_above(("release", "old"), ("price", ""))
+    assert not released_above(("probe", "r3/ccc"), ("release", "old"))
+    assert not released_above(("release", "old"), ("takeover", "r3/ccc"))
+    assert not released_above(("release", "other"))
+
+
 def test_a_wait_for_a_release_gives_up_when_asked() -> None:
     log = Log(1)
     log.control(0, TAKEOVER, "r2/aaa:1")
