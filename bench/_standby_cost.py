@@ -33,7 +33,10 @@ def cpu_s(pid: int) -> float:
 def steady_costs(
     bootstrap: str, topic: str, partitions: int, relay_pids: dict[str, int]
 ) -> dict[str, Any]:
-    """CPU of each relay over :data:`STEADY_S`, and of a standby tail alone beside them."""
+    """CPU of each relay over :data:`STEADY_S`, and of a standby tail alone beside them.
+
+    ``window_ms`` is that window on the wall clock (epoch ms), to line it up with records.
+    """
     probe = subprocess.Popen(
         [sys.executable, __file__, bootstrap, topic, str(partitions), str(STEADY_S)],
         stdout=subprocess.PIPE,
@@ -45,9 +48,10 @@ def steady_costs(
         if probe.stdout.readline().strip() != "measuring":
             raise RuntimeError("the standby probe did not start measuring")
         before = {r: cpu_s(pid) for r, pid in relay_pids.items()}
-        began = time.monotonic()
+        began, began_ms = time.monotonic(), time.time_ns() / 1e6
         out, _ = probe.communicate(timeout=STEADY_S + 60)
         took = time.monotonic() - began
+        window_ms = {"from": round(began_ms), "to": round(began_ms + 1000 * took)}
         relay_cpu = {
             r: round(100 * (cpu_s(pid) - before[r]) / took, 2) for r, pid in relay_pids.items()
         }
@@ -58,6 +62,7 @@ def steady_costs(
     return {
         "relay_cpu_percent_of_a_core": relay_cpu,
         "standby_tail_alone": json.loads(out.strip().splitlines()[-1]),
+        "window_ms": window_ms,  # wall clock (epoch ms) of the window the relays' CPU covers
     }
 
 
