@@ -183,8 +183,14 @@ class Rounds:
         """Follow the cluster's NELI topic and prices (relays r1 and r2 are running)."""
         self.c = cluster
         self.group_id = relay_group_id(cluster.group("relay"))
+        # Leadership only (prices are followed below): from prices' end, so that a preloaded
+        # million records does not hold the heartbeats back.
         self.view = LiveView(
-            cluster.bootstrap, cluster.topics["neli"], cluster.topics["prices"], cluster.partitions
+            cluster.bootstrap,
+            cluster.topics["neli"],
+            cluster.topics["prices"],
+            cluster.partitions,
+            prices_from_end=True,
         )
         self.tail = PricesTail(
             cluster.bootstrap, cluster.topics["prices"], cluster.partitions, PRELOAD_PREFIX
