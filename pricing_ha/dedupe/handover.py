@@ -3,8 +3,8 @@
 A planned revocation (SIGTERM, a member joining) does not stop a relay member at once. It goes
 on emitting on ``prices[k]`` under the term it holds, and stops (flush, then a release marker)
 once the successor asks: its probe or takeover marker appears on ``prices[k]`` after this
-member's own takeover marker. So a move costs the probe's and the release's round trips, not
-a rebalance plus S + T.
+member's own takeover marker. So a move costs this member's flush and the release's round
+trip to the successor, not a rebalance plus S + T.
 
 An unplanned loss is handed over the same way: a lost session, or a fence (the member's own
 NELI heartbeat late). The rule below does not rest on NELI's leadership, only on what the

@@ -3,7 +3,10 @@
 A relay member that NELI assigns partition k first asks for it: a probe on ``prices[k]``
 ("I am next") while in its grace period, watched until the standby tail finds the partition
 *cleanly released* (the latest owner's release marker is the last word), which ends the grace
-period at once (:meth:`Succession.probe`, :meth:`Succession.end_graces`).
+period at once (:meth:`Succession.probe`, :meth:`Succession.end_graces`). Without fencing, an
+owner that announced a hand-over ends it as soon as the probe is acknowledged: that owner stops
+on the probe and releases, and the takeover waits for the release (below), so its marker's
+round trip overlaps the old owner's stopping.
 
 Then the takeover (:meth:`Succession.establish`): a takeover marker, acknowledged, gives the
 end of ``prices[k]`` by offset rather than by asking the broker, and the standby's high-water
@@ -174,7 +177,8 @@ class Succession:
     def end_graces(self) -> None:
         """End the grace period of each probed partition the tail finds cleanly released
         (with fencing, also of one not released within ``_FENCED_WAIT_S``: the takeover
-        fences its owner)."""
+        fences its owner; without, also of one whose owner announced a hand-over: the
+        takeover waits for its release)."""
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
@@ -189,6 +193,18 @@ class Succession:
                 # Not released (its owner crashed, or is cut off): the takeover fences it.
                 del self._probes[partition]
                 log.info("partition %d was not released: taken over by fencing", partition)
+            elif (
+                not self._control.fencing
+                and self._standby.handing_over(partition)
+                and self._neli.end_grace(partition)
+            ):
+                # Its owner announced a hand-over: it stops on our probe, then releases. The
+                # takeover marker need not wait for that release: written now, its round trip
+                # overlaps the old owner's stopping, and the takeover waits for the release
+                # as for any partition not released (establish: a release above the marker
+                # is the end; none within the bound, and the end is marked again).
+                del self._probes[partition]
+                log.info("partition %d is being handed over: taken over on the request", partition)
 
     # -- the takeover -------------------------------------------------------------------------
 
