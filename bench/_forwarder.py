@@ -22,7 +22,7 @@ Roles (every partition of IN is assigned by hand, in a consumer group of the pro
 Loop shapes:
 
 * flush per batch (the default; the product's loop today, as in
-  :meth:`pricing_ha.publishing.publisher._QuoteWorker.process`): produce the batch, ``flush()``,
+  :meth:`pricing_ha.publishing.quote_worker.QuoteWorker.process`): produce the batch, ``flush()``,
   then commit the batch's next positions with ``commit(asynchronous=True)``;
 * ``--pipelined``: no flush; ``poll(0)`` on every turn serves the delivery callbacks, and each
   partition's position is committed (asynchronously) up to what has been acknowledged.
@@ -51,7 +51,7 @@ from pricing_ha.kafka.headers import header_list
 from pricing_ha.kafka.partitioning import KEYED_PRODUCER_SETTINGS
 from pricing_ha.kafka.producers import PRODUCER_DEFAULTS
 from pricing_ha.member.worker import BATCH, FIRST_WAIT_S, FLUSH_TIMEOUT_S
-from pricing_ha.publishing.publisher import MESSAGE_TIMEOUT_MS
+from pricing_ha.publishing.quote_worker import MESSAGE_TIMEOUT_MS
 
 #: The input consumer's settings: the publisher's quote consumer and the relay's raw consumer.
 CONSUMER_SETTINGS: dict[str, str | int | float | bool] = {
@@ -68,7 +68,7 @@ def producer_settings(role: str) -> dict[str, str | int | float | bool]:
 
     Both: :data:`~pricing_ha.kafka.producers.PRODUCER_DEFAULTS` (added by the product's
     ``ReplaceableProducer``), ``acks=all``, idempotence; ``linger.ms`` 5 for the publisher's
-    (as in :mod:`pricing_ha.publishing.publisher`), 1 for the relay's. The publisher's also
+    (as in :mod:`pricing_ha.publishing.quote_worker`), 1 for the relay's. The publisher's also
     sets Kafka's partitioner and a ``message.timeout.ms`` below its flush timeout; the relay's
     a ``message.timeout.ms`` of its session timeout (records are produced to an explicit
     partition either way).

@@ -11,7 +11,8 @@
   :mod:`.raw_input` (where ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read
   during the grace period);
 * :mod:`.records`: what the relay reads from ``prices.raw``;
-* :mod:`.standby`: the hot standby: every partition of ``prices`` tailed;
+* :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, each started from
+  its latest checkpoint (:mod:`.checkpoint_search`);
 * :mod:`.control`: the control records on ``prices``, and the view of a partition they fold
   into; :mod:`.control_writer`: writing them (markers, checkpoints, hand-over notices);
 * :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans:

@@ -10,16 +10,10 @@ partition over on FENCED and goes on under its term when it is given back: :mod:
 Control records on ``prices[k]`` (takeover, release, probe, checkpoint, hand-over, kept, tick)
 and the :class:`~.control.PartitionView` they fold into are described in :mod:`.control`.
 
-**Starting from a checkpoint.** A view is a fold of the partition's records: the state after
-reading ``[0, position)`` is the same whoever read it. So a member that opens its tail (a
-relay joining or restarting) does not read ``prices`` from its start: it looks for the
-latest checkpoint near each partition's end, takes the view it carries, and reads on from
-that view's ``position``. The start-up read is the records since the latest checkpoint (about
-a second of prices), whatever the topic holds. The search reads back from the reported end in
-growing windows; a partition without a checkpoint in its last :data:`_SEARCH_MAX` records (a
-topic written before checkpoints, or a query that failed) is read from its start, which is
-slower, never wrong. The reported end may lag the data (the embedded broker's does): the
-search then finds an earlier checkpoint, which is as valid.
+**Starting from a checkpoint.** A member that opens its tail (a relay joining or restarting)
+does not read ``prices`` from its start: it takes the view carried by the latest checkpoint
+near each partition's end and reads on from that view's ``position`` (the search for those
+checkpoints: :mod:`.checkpoint_search`). A partition without one is read from its start.
 
 The tail captures a :class:`~.control.Snapshot` of a partition just before each of this
 member's own control records (recognised by the ``marker`` header this member's token
@@ -32,18 +26,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
-    KafkaException,
     Message,
     TopicPartition,
 )
 
+from pricing_ha.dedupe.checkpoint_search import Reader, latest_checkpoints
 from pricing_ha.dedupe.control import (
     CHECKPOINT,
     PartitionView,
@@ -57,22 +51,6 @@ __all__ = ["StandbyTail"]
 log = logging.getLogger("pricing_ha.relay")
 
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
-# Records read back from the end to find the latest checkpoint (one per partition about every
-# second: 512 is 4 s of prices at 125 per partition per second) ...
-_SEARCH_FIRST = 512
-_SEARCH_MAX = 131_072  # ... growing fourfold up to this many, then read from the start
-_SEARCH_TIMEOUT_S = 10.0  # one window's read
-_SEARCH_FETCH_BYTES = 1 << 20
-_END_QUERY_TIMEOUT_S = 5.0
-
-
-class _Reader(Protocol):
-    def assign(self, partitions: list[TopicPartition]) -> None: ...
-    def consume(self, num_messages: int, timeout: float) -> list[Message]: ...
-    def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float
-    ) -> tuple[int, int] | None: ...
-    def close(self) -> None: ...
 
 
 class StandbyTail:
@@ -95,7 +73,7 @@ class StandbyTail:
         partitions: int,
         token: str,
         *,
-        reader: Callable[[dict[str, Any]], _Reader] | None = None,
+        reader: Callable[[dict[str, Any]], Reader] | None = None,
         resume: bool = True,
     ) -> None:
         """Create the tail; nothing is read until :meth:`start` (or :meth:`open`)."""
@@ -105,7 +83,7 @@ class StandbyTail:
         self._token = token.encode()
         self._me = token
         self._make = reader or (lambda s: Consumer(s, logger=log))
-        self._reader: _Reader | None = None
+        self._reader: Reader | None = None
         self.views = [PartitionView() for _ in range(partitions)]
         self._captures: list[dict[int, Snapshot]] = [{} for _ in range(partitions)]
         self._changed = threading.Condition()
@@ -159,45 +137,17 @@ class StandbyTail:
     # -- the checkpoint search ----------------------------------------------------------------
 
     def _from_checkpoints(self) -> dict[int, int]:
-        """Find each partition's latest checkpoint; adopt its view; return where to read on."""
+        """Find each partition's latest checkpoint (:mod:`.checkpoint_search`); adopt its view;
+        return where to read on."""
         started = time.monotonic()
-        # Up to 1 MiB per fetch response, not the tail's 64 KiB: with the tail's setting the
-        # search took dozens of fetches, 5-9 s for a joining relay in the fault drill.
-        reader = self._make(
-            {
-                **self._settings,
-                "client.id": "relay-standby-search",
-                "fetch.max.bytes": _SEARCH_FETCH_BYTES,
-                "max.partition.fetch.bytes": _SEARCH_FETCH_BYTES,
-            }
+        found = latest_checkpoints(
+            self._make,
+            self._settings,
+            self._topic,
+            len(self.views),
+            stop=self._stop,
+            counted=self._counted,
         )
-        try:
-            ranges: dict[int, tuple[int, int, int]] = {}  # p -> (low, window start, end)
-            for p in range(len(self.views)):
-                try:
-                    got = reader.get_watermark_offsets(
-                        TopicPartition(self._topic, p), timeout=_END_QUERY_TIMEOUT_S
-                    )
-                except KafkaException as exc:
-                    log.info("partition %d's end is unknown (%s): read from its start", p, exc)
-                    continue
-                if got is not None and got[1] > got[0]:
-                    low, high = got
-                    ranges[p] = (low, max(low, high - _SEARCH_FIRST), high)
-            found: dict[int, PartitionView] = {}
-            window = _SEARCH_FIRST
-            while ranges and not self._stop.is_set():
-                found |= self._search(reader, {p: r[1:] for p, r in ranges.items()})
-                window *= 4
-                if window > _SEARCH_MAX:
-                    break
-                ranges = {
-                    p: (low, max(low, start - window), start)
-                    for p, (low, start, _) in ranges.items()
-                    if p not in found and start > low
-                }
-        finally:
-            reader.close()
         with self._changed:
             for p, view in found.items():
                 self.views[p] = view
@@ -212,35 +162,9 @@ class StandbyTail:
         )
         return {p: view.position for p, view in found.items()}
 
-    def _search(
-        self, reader: _Reader, ranges: dict[int, tuple[int, int]]
-    ) -> dict[int, PartitionView]:
-        """The latest checkpoint in ``[start, end)`` of each partition in ``ranges``."""
-        reader.assign([TopicPartition(self._topic, p, lo) for p, (lo, _) in ranges.items()])
-        pending = {p for p, (lo, hi) in ranges.items() if hi > lo}
-        found: dict[int, PartitionView] = {}
-        deadline = time.monotonic() + _SEARCH_TIMEOUT_S
-        while pending and time.monotonic() < deadline and not self._stop.is_set():
-            for msg in reader.consume(500, 0.2):
-                p, offset = msg.partition(), msg.offset()
-                if p not in pending or offset is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(p)
-                    continue
-                self.records += 1
-                if offset >= ranges[p][1] - 1:
-                    pending.discard(p)
-                if offset >= ranges[p][1]:
-                    continue
-                control = control_kind(msg.headers())
-                if control is not None and control[0] == CHECKPOINT:
-                    view = PartitionView.decode(msg.value() or b"", offset)
-                    if view is not None:
-                        found[p] = view
-        return found
+    def _counted(self) -> None:
+        """Count one record the checkpoint search read (part of the standby's cost)."""
+        self.records += 1
 
     # -- reading ------------------------------------------------------------------------------
 

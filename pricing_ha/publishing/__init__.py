@@ -2,5 +2,6 @@
 
 * :mod:`.quotes`: the ``md.quotes`` wire format, validation and sequence checks;
 * :mod:`.pricing`: the pure, deterministic pricing function and the canonical price bytes;
-* :mod:`.publisher`: one member of a publishing group (``pricing-ha run --group p1``).
+* :mod:`.publisher`: one member of a publishing group (``pricing-ha run --group p1``), and
+  :mod:`.quote_worker`, its quote worker (quotes priced, prices produced, positions committed).
 """

@@ -33,7 +33,7 @@ from pricing_ha.kafka.topics import create_topics, make_admin
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import Record, read_topic
 from pricing_ha.member.worker import PartitionWorker
-from pricing_ha.publishing.publisher import PublisherStats, _QuoteWorker
+from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import parse_quote
 from pricing_ha.telemetry import Telemetry
 from tests.waiting import wait_for
@@ -297,9 +297,9 @@ def wait_for_prices(cfg: AppConfig, topic: str, want: set[Key]) -> list[Key]:
     return got
 
 
-def publish(cfg: AppConfig, stats: PublisherStats, member: str = "a") -> _QuoteWorker:
+def publish(cfg: AppConfig, stats: PublisherStats, member: str = "a") -> QuoteWorker:
     """A publisher's quote worker (group p1), started, leading every partition."""
-    worker = _QuoteWorker(
+    worker = QuoteWorker(
         cfg, "p1", member, lambda _p: True, stats, telemetry=Telemetry.noop("test")
     )
     run_worker(worker)

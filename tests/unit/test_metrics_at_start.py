@@ -11,7 +11,7 @@ from pricing_ha.config import AppConfig, TelemetryConfig, TopicsConfig
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
-from pricing_ha.publishing.publisher import PublisherStats, _QuoteWorker
+from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.telemetry import Telemetry, setup_telemetry
 from tests.unit.prometheus_format import parse, value
 from tests.unit.test_subscriber import started
@@ -40,7 +40,7 @@ def telemetry(tmp_path: Path) -> Iterator[Telemetry]:
 
 def test_publisher_counts_published_prices_from_zero(cfg: AppConfig, telemetry: Telemetry) -> None:
     """A publisher member's published series exist at 0 for every partition at start-up."""
-    worker = _QuoteWorker(cfg, "p1", "a", lambda _p: False, PublisherStats(), telemetry=telemetry)
+    worker = QuoteWorker(cfg, "p1", "a", lambda _p: False, PublisherStats(), telemetry=telemetry)
     try:
         fams = parse(telemetry.prometheus_text())
     finally:

@@ -247,7 +247,7 @@ def test_client_config_is_what_the_app_uses() -> None:
         for path in APP_DIR.rglob("*.py")
         if ".client_config(" in path.read_text(encoding="utf-8")
     }
-    expected = {"kafka/topics.py", "publishing/publisher.py", "dedupe/relay_clients.py"}
+    expected = {"kafka/topics.py", "publishing/quote_worker.py", "dedupe/relay_clients.py"}
     expected |= {"status.py", "dedupe/output_producers.py", "feed/producer.py"}
     expected |= {"subscribing/subscriber.py"}
     assert expected <= callers

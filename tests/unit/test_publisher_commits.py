@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.producers import ReplaceableProducer
-from pricing_ha.publishing.publisher import MESSAGE_TIMEOUT_MS, PublisherStats, _QuoteWorker
+from pricing_ha.publishing.quote_worker import MESSAGE_TIMEOUT_MS, PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry import Telemetry
 
@@ -91,9 +91,9 @@ class FakeConsumer:
 
 
 @pytest.fixture
-def worker() -> Iterator[_QuoteWorker]:
+def worker() -> Iterator[QuoteWorker]:
     """A publisher worker leading partition 0, its Kafka clients replaced by fakes."""
-    w = _QuoteWorker(
+    w = QuoteWorker(
         CFG, "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("test")
     )
     real_consumer = w.consumer
@@ -120,7 +120,7 @@ def quote(seq: int, offset: int) -> Message:
     return Message(topic=QUOTES, partition=0, offset=offset, key=b"EURUSD", value=encode_quote(q))
 
 
-def test_acknowledged_prices_commit_past_their_quotes(worker: _QuoteWorker) -> None:
+def test_acknowledged_prices_commit_past_their_quotes(worker: QuoteWorker) -> None:
     """When every price is acknowledged, the position moves past the batch's last quote."""
     worker.process([quote(1, 10), quote(2, 11), quote(3, 12)])
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
@@ -128,7 +128,7 @@ def test_acknowledged_prices_commit_past_their_quotes(worker: _QuoteWorker) -> N
     assert consumer.seeks == []
 
 
-def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWorker) -> None:
+def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: QuoteWorker) -> None:
     """A failed delivery commits no further than the first failed quote and seeks back to it."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     producer.outcome = "fail"
@@ -138,7 +138,7 @@ def test_failed_prices_are_replayed_from_the_first_failed_quote(worker: _QuoteWo
     assert [(tp.partition, tp.offset) for tp in consumer.seeks] == [(0, 10)]
 
 
-def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None:
+def test_unacknowledged_prices_are_never_committed(worker: QuoteWorker) -> None:
     """Prices still queued keep the position where it was, even when the flush gives up."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
@@ -153,7 +153,7 @@ def test_unacknowledged_prices_are_never_committed(worker: _QuoteWorker) -> None
     assert (worker.stats.flush_timeouts, worker.stats.delivery_failures) == (1, 0)
 
 
-def test_positions_pass_only_shares_acknowledged_in_order(worker: _QuoteWorker) -> None:
+def test_positions_pass_only_shares_acknowledged_in_order(worker: QuoteWorker) -> None:
     """Batches are not waited for; a later batch's acknowledgement waits for earlier ones."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
@@ -173,7 +173,7 @@ def test_positions_pass_only_shares_acknowledged_in_order(worker: _QuoteWorker) 
 
 
 def test_a_failure_after_later_acknowledgements_replays_from_the_failed_batch(
-    worker: _QuoteWorker,
+    worker: QuoteWorker,
 ) -> None:
     """A failed record replays its batch and every later one, whatever was acknowledged."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
@@ -191,7 +191,7 @@ def test_a_failure_after_later_acknowledgements_replays_from_the_failed_batch(
     assert worker.stats.delivery_failures == 1
 
 
-def test_a_full_local_queue_waits_for_acknowledgements(worker: _QuoteWorker) -> None:
+def test_a_full_local_queue_waits_for_acknowledgements(worker: QuoteWorker) -> None:
     """BufferError from the producer is back-pressure: serve callbacks, then queue again."""
     producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
@@ -217,7 +217,7 @@ def test_records_expire_before_the_flush_gives_up() -> None:
     assert MESSAGE_TIMEOUT_MS < FLUSH_TIMEOUT_S * 1000
 
 
-def test_a_wedged_producer_is_replaced_and_its_batch_replayed(worker: _QuoteWorker) -> None:
+def test_a_wedged_producer_is_replaced_and_its_batch_replayed(worker: QuoteWorker) -> None:
     """Timed-out prices replace the producer, replay from the batch, and mark output unready."""
     consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
     first: FakeProducer = worker.producer.producer  # type: ignore[assignment]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from pricing_ha.dedupe import standby as standby_mod
+from pricing_ha.dedupe import checkpoint_search
 from pricing_ha.dedupe.control import (
     CHECKPOINT,
     PROBE,
@@ -59,7 +59,7 @@ def test_a_joining_tail_resumes_from_the_latest_checkpoint_and_agrees_with_a_ful
     assert joiner.views[0].high == {"EURUSD": 8_049, "GBPUSD": 8_050}
     # The search read back a window (512 records) and the tail the ~50 after the checkpoint,
     # not 8,000.
-    assert joiner.records < standby_mod._SEARCH_FIRST + 100 + 20 + 10
+    assert joiner.records < checkpoint_search._SEARCH_FIRST + 100 + 20 + 10
     # Another member (r3) asked after r2's term, as the full read also says.
     assert joiner.requested_after(0, 0)
 
