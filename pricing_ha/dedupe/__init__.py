@@ -7,7 +7,8 @@
   :mod:`.hot_path`: arbitration, output and commits of a batch, and what happens to a
   partition paused or whose output failed (:mod:`.restart`: started over in place while
   handed over); a move's two sides: :mod:`.succession` (what the next owner establishes
-  before emitting) and :mod:`.handover` (the old owner emitting until it is asked to stop);
+  before emitting, after its grace period's probes: :mod:`.grace_period`) and
+  :mod:`.handover` (the old owner emitting until it is asked to stop);
   :mod:`.raw_input` (where ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read
   during the grace period);
 * :mod:`.records`: what the relay reads from ``prices.raw``;

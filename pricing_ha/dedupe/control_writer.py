@@ -4,10 +4,10 @@ What each kind of control record says, and the view of a partition they fold int
 :mod:`.control`; this module writes them, through the member's producers
 (:mod:`.output_producers`). :class:`ControlWriter` writes
 
-* **markers**, waited for (:meth:`ControlWriter.write_markers`): probes and takeover markers
-  (:mod:`.succession`), release markers (the worker, when it lets a partition go), and a
-  hand-over announcement with a marker when a partition starts over in place
-  (:mod:`.restart`). Each carries a ``marker`` header that starts with this member's
+* **markers**, waited for (:meth:`ControlWriter.write_markers`): probes (:mod:`.grace_period`)
+  and takeover markers (:mod:`.succession`), release markers (the worker, when it lets a
+  partition go), and a hand-over announcement with a marker when a partition starts over in
+  place (:mod:`.restart`). Each carries a ``marker`` header that starts with this member's
   :attr:`~ControlWriter.token`, so its own standby tail (:mod:`.standby`) recognises it and
   captures the partition's state just before it. With fencing, a takeover marker is written
   only by a producer whose ``init_transactions`` fenced the previous owner, and a release ends

@@ -20,7 +20,8 @@ held in the reorder window. Malformed raw records go to the raw dead-letter topi
 
 A planned revocation is a hand-over (:mod:`pricing_ha.dedupe.handover`): the old owner emits
 until its successor's probe appears, then releases; the successor ends its grace period on the
-release (:mod:`pricing_ha.dedupe.succession`). Control records and what they prove:
+release (:mod:`pricing_ha.dedupe.grace_period`) and takes over
+(:mod:`pricing_ha.dedupe.succession`). Control records and what they prove:
 :mod:`pricing_ha.dedupe.control`; writing them: :mod:`pricing_ha.dedupe.control_writer`.
 
 The worker (takeover, letting go, starting over) is :mod:`pricing_ha.dedupe.relay_worker`, its

@@ -10,7 +10,7 @@ when a partition starts, stops or starts over:
   partition not released needs) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
   the group's committed position (every position it is read from: :mod:`.raw_input`);
 * **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
-  period, ended early on a clean release (:mod:`.succession`), and the partition read ahead
+  period, ended early on a clean release (:mod:`.grace_period`), and the partition read ahead
   (:mod:`.read_ahead`), so its takeover starts from records in hand; a planned revocation
   handed over until the successor asks (:mod:`.handover`); an owner's checkpoints
   (:mod:`.control_writer`);
@@ -278,7 +278,7 @@ class RelayWorker(PartitionWorker):
 
     def _tend_grace(self, grace: frozenset[int]) -> None:
         """Probe partitions in their grace period, read them ahead, end the grace periods
-        that a clean release allows (:mod:`.succession`)."""
+        that a clean release allows (:mod:`.grace_period`)."""
 
         def of_interest(partition: int) -> bool:
             return partition in grace or partition in self.wanted or self._neli.leads(partition)

@@ -1,17 +1,16 @@
 """The successor's side of a move: what must be established before emitting on ``prices[k]``.
 
-A relay member that NELI assigns partition k first asks for it: a probe on ``prices[k]``
-("I am next") while in its grace period, watched until the standby tail finds the partition
-*cleanly released* (the latest owner's release marker is the last word), which ends the grace
-period at once (:meth:`Succession.probe`, :meth:`Succession.end_graces`). Without fencing, an
-owner that announced a hand-over ends it as soon as the probe is acknowledged: that owner stops
-on the probe and releases, and the takeover waits for the release (below), so its marker's
-round trip overlaps the old owner's stopping.
+A relay member that NELI assigns partition k first asks for it in its grace period (a probe
+on ``prices[k]``: "I am next"), which a clean release, or a hand-over announced, ends early:
+that is :mod:`.grace_period`, whose :class:`~.grace_period.GracePeriods` :class:`Succession`
+holds (:meth:`Succession.probe` and :meth:`Succession.end_graces` pass on to it). The waits
+and checks below read what it noted in asking: when the probe was acknowledged, where this
+member asked, whether a clean release waived the grace period.
 
-Then the takeover (:meth:`Succession.establish`): a takeover marker, acknowledged, gives the
-end of ``prices[k]`` by offset rather than by asking the broker, and the standby's high-water
-marks just before it are where emitting starts. Without fencing, three things can still make
-it wait or give up:
+This module holds the takeover (:meth:`Succession.establish`): a takeover marker,
+acknowledged, gives the end of ``prices[k]`` by offset rather than by asking the broker, and
+the standby's high-water marks just before it are where emitting starts. Without fencing,
+three things can still make it wait or give up:
 
 * the partition was not released: the old owner may be handing it over and still emitting
   (it stops within :data:`~.handover.HANDOVER_FRESH_S` of seeing the request, and its output
@@ -37,8 +36,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from pricing_ha.config import AppConfig
-from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
+from pricing_ha.dedupe.control import RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
@@ -48,13 +48,8 @@ __all__ = ["LeadershipSource", "Succession"]
 log = logging.getLogger("pricing_ha.relay")
 
 MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
-_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
 _CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
 _OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, remembered
-# With fencing, a successor whose probe found the partition not released within this long
-# ends its grace period and takes over: its init_transactions fences whoever still owns it.
-# An owner handing over sees the probe and releases well within it (a tail read and a commit).
-_FENCED_WAIT_S = 0.3
 # librdkafka looks for timed-out records once a second: a record may outlive its
 # message.timeout.ms by up to this long before it fails instead of being sent.
 _EXPIRY_SCAN_S = 1.0
@@ -84,7 +79,8 @@ class LeadershipSource(Protocol):
 
 
 class Succession:
-    """Probes in the grace period, and the checks that start (or defer) a takeover.
+    """The checks that start (or defer) a takeover, and the grace period's probes before it
+    (held: :mod:`.grace_period`).
 
     Args:
         cfg: the application's configuration (the relay's T, e and S).
@@ -117,16 +113,10 @@ class Succession:
         #: Per partition, this member's latest takeover markers there (terms it began, or
         #: ended before they began), kept after the terms end.
         self._own_markers: dict[int, deque[int]] = {}
-        self._probes: dict[int, int] = {}  # in their grace period: offset of this member's probe
-        self._probe_acked: dict[int, float] = {}  # when that probe was acknowledged (monotonic)
-        self._probe_at: dict[int, int] = {}  # and its offset (kept as long as _probe_acked)
-        # partition -> where the tail was when this member first saw it in its grace period
-        # (a probe's stand-in, for a member that could not probe: held off by a stall, or
-        # its grace period ended on NELI's evidence before it could)
-        self._asked_at: dict[int, int] = {}
-        self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+        #: What this member noted in asking for partitions in their grace period.
+        self._grace = GracePeriods(standby, control, neli)
 
-    # -- the grace period ---------------------------------------------------------------------
+    # -- the grace period (.grace_period) -----------------------------------------------------
 
     def probe(
         self,
@@ -135,76 +125,14 @@ class Succession:
         handing_over: set[int],
         of_interest: Callable[[int], bool],
     ) -> list[int]:
-        """Probe the partitions in their grace period not probed yet; the ones just probed.
-
-        Args:
-            grace: the partitions in their grace period now.
-            taken: the partitions this member holds a term on.
-            handing_over: the partitions this member is handing over.
-            of_interest: whether this member still cares about a partition (in its grace
-                period, assigned, or led): what it noted about the others is forgotten.
-        """
-        for partition in list(self._probes):
-            if partition not in grace:
-                del self._probes[partition]
-        for partition in grace - taken:
-            self._asked_at.setdefault(partition, self._standby.position(partition))
-        for partition in [p for p in self._asked_at if not of_interest(p)]:
-            del self._asked_at[partition]
-        # Probes are kept while led: NELI ends the grace period before its ACQUIRED event
-        # reaches this thread as an assign, and the takeover needs the probe's age (without
-        # it, establish waits 1.2 s for a release a crashed owner never writes).
-        for partition in [p for p in self._probe_acked if not of_interest(p)]:
-            del self._probe_acked[partition]
-            self._probe_at.pop(partition, None)
-        # No probe before the tail has read the partition's history, nor while a stall holds
-        # this member off (S + 0.5 s after it woke): either would end a hand-over that should
-        # go on until this member can take over (see establish). Seen in the fault drill: a
-        # relay woken from a pause probed at once and its partitions were silent for ~4 s.
-        todo = sorted(
-            p for p in grace - set(self._probes) - handing_over if self._standby.caught_up(p)
-        )
-        if not todo or self._neli.recovering():
-            return []
-        probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
-        log.info("probed partitions in their grace period: %s", probes)
-        self._probes.update(probes)
-        acked = time.monotonic()
-        self._probe_acked.update(dict.fromkeys(probes, acked))
-        self._probe_at.update(probes)
-        return todo
+        """Probe the partitions in their grace period not probed yet; the ones just probed
+        (:meth:`.grace_period.GracePeriods.probe`)."""
+        return self._grace.probe(grace, taken, handing_over, of_interest)
 
     def end_graces(self) -> None:
-        """End the grace period of each probed partition the tail finds cleanly released
-        (with fencing, also of one not released within ``_FENCED_WAIT_S``: the takeover
-        fences its owner; without, also of one whose owner announced a hand-over: the
-        takeover waits for its release)."""
-        now = time.monotonic()
-        for partition, offset in sorted(self._probes.items()):
-            if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
-                self._waived.add(partition)
-                del self._probes[partition]
-                log.info("partition %d was released cleanly: no grace period", partition)
-            elif (
-                self._control.fencing
-                and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
-                and self._neli.end_grace(partition)
-            ):
-                # Not released (its owner crashed, or is cut off): the takeover fences it.
-                del self._probes[partition]
-                log.info("partition %d was not released: taken over by fencing", partition)
-            elif (
-                not self._control.fencing
-                and self._standby.handing_over(partition)
-                and self._neli.end_grace(partition)
-            ):
-                # Its owner announced a hand-over: it stops on our probe, then releases. The
-                # takeover marker need not wait for that release: written now, its round trip
-                # overlaps the old owner's stopping, and the takeover waits for the release
-                # as for any partition not released (establish: a release above the marker
-                # is the end; none within the bound, and the end is marked again).
-                del self._probes[partition]
-                log.info("partition %d is being handed over: taken over on the request", partition)
+        """End the grace periods the tail's evidence allows
+        (:meth:`.grace_period.GracePeriods.end_graces`)."""
+        self._grace.end_graces()
 
     # -- the takeover -------------------------------------------------------------------------
 
@@ -236,15 +164,13 @@ class Succession:
             p: wait
             for p, snap in snaps.items()
             # Fenced: the previous owner's producer can no longer append, nothing to wait for.
-            if not snap.clean and not self._control.fencing and p not in self._waived
+            if not snap.clean and not self._control.fencing and not self._grace.waived(p)
             if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
         }
         unclean = sorted(waits)
         now = time.monotonic()
         probe_age = {
-            p: round(now - self._probe_acked.pop(p), 2)
-            for p in partitions
-            if p in self._probe_acked
+            p: round(now - acked, 2) for p, acked in self._grace.take_acked(partitions).items()
         }
         if unclean:
             # The previous owner may be handing over: it stops within HANDOVER_FRESH_S of
@@ -292,8 +218,8 @@ class Succession:
                     partition, snap, "no longer led when the takeover was ready", 0.05
                 )
                 continue
-            if partition in self._waived:
-                self._waived.discard(partition)
+            if self._grace.waived(partition):
+                self._grace.drop_waiver(partition)
                 if not snap.clean and not self._control.fencing:
                     # Another term started between the probe and this marker: the grace
                     # period was not to be skipped after all. Wait it out, then start over.
@@ -324,11 +250,7 @@ class Succession:
         once for a member whose worker did not run at all in its grace period, so it had
         noted nothing: the assignment time is the one record that cannot be missed).
         """
-        probed = {p: self._probe_at.pop(p) for p in partitions if p in self._probe_at}
-        for p in partitions:
-            seen = self._asked_at.pop(p, None)
-            if seen is not None:
-                probed[p] = min(probed.get(p, seen), seen)
+        probed = self._grace.take_asked(partitions)
         for p, snap in snaps.items():
             if snap.clean or self._control.fencing:
                 continue
@@ -378,12 +300,12 @@ class Succession:
         """
         now = time.monotonic()
         if snap.handing_over:
-            return max(0.0, self._probe_acked.get(partition, now) + self._drained_s - now)
+            return max(0.0, self._grace.acked_at(partition, now) + self._drained_s - now)
         silent = self._neli.previous_holder_silent_s(partition)
         if silent is not None:
             return max(0.0, self._output_expired_s - silent)
         asked = now - HANDOVER_FRESH_S - 0.2
-        return HANDOVER_FRESH_S + 0.2 if self._probe_acked.get(partition, asked) >= asked else 0.0
+        return HANDOVER_FRESH_S + 0.2 if self._grace.acked_at(partition, asked) >= asked else 0.0
 
     def _end_unbegun(
         self, partition: int, snap: Snapshot, why: str, retry_after_s: float
@@ -403,7 +325,7 @@ class Succession:
             terms={partition: snap.offset},
             unclean=() if snap.clean else (partition,),
         )
-        self._waived.discard(partition)
+        self._grace.drop_waiver(partition)
         return TakeoverDeferredError(why, retry_after_s=retry_after_s)
 
     def _mark_ends(

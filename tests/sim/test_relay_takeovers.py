@@ -55,7 +55,7 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
         world.pump()
         _turn(world, b, 50)  # in its grace period: the probe
-        assert 0 in b._succession._probe_acked
+        assert 0 in b._succession._grace._probe_acked
         world.clock.advance(world.threshold_s + 0.01)
         world.pump()
         b.tend()  # the grace period is over; the ACQUIRED event is not there yet
@@ -167,7 +167,7 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
             world.pump()
             apply_step(world, workers, ("turn", "B", 50), raw)
             apply_step(world, workers, ("turn", "A", 50), raw)
-            assert 0 not in b._succession._probes, "probed while held off by a stall"
+            assert 0 not in b._succession._grace._probes, "probed while held off by a stall"
             assert not a._handovers._over(0), "the owner stopped before its successor could start"
         assert a.stats.relayed > relayed, "the owner handing over stopped emitting"
         for _ in range(10):
