@@ -5,9 +5,7 @@ A relay member that NELI assigns partition k first asks for it: a probe on ``pri
 *cleanly released* (the latest owner's release marker is the last word), which ends the grace
 period at once (:meth:`GracePeriods.probe`, :meth:`GracePeriods.end_graces`). With fencing, a
 partition not released within ``_FENCED_WAIT_S`` of the probe ends it too: the takeover's
-marker fences whoever still owns it. Without fencing, an owner that announced a hand-over ends
-it as soon as the probe is acknowledged: that owner stops on the probe and releases, and the
-takeover waits for the release, so its marker's round trip overlaps the old owner's stopping.
+marker fences whoever still owns it.
 
 What this member noted in asking (when and where its probe was acknowledged, where its tail
 was when it first saw the partition in its grace period, which grace periods a clean release
@@ -119,8 +117,7 @@ class GracePeriods:
     def end_graces(self) -> None:
         """End the grace period of each probed partition the tail finds cleanly released
         (with fencing, also of one not released within ``_FENCED_WAIT_S``: the takeover
-        fences its owner; without, also of one whose owner announced a hand-over: the
-        takeover waits for its release)."""
+        fences its owner)."""
         now = time.monotonic()
         for partition, offset in sorted(self._probes.items()):
             if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
@@ -135,18 +132,6 @@ class GracePeriods:
                 # Not released (its owner crashed, or is cut off): the takeover fences it.
                 del self._probes[partition]
                 log.info("partition %d was not released: taken over by fencing", partition)
-            elif (
-                not self._control.fencing
-                and self._standby.handing_over(partition)
-                and self._neli.end_grace(partition)
-            ):
-                # Its owner announced a hand-over: it stops on our probe, then releases. The
-                # takeover marker need not wait for that release: written now, its round trip
-                # overlaps the old owner's stopping, and the takeover waits for the release
-                # as for any partition not released (.succession: a release above the marker
-                # is the end; none within the bound, and the end is marked again).
-                del self._probes[partition]
-                log.info("partition %d is being handed over: taken over on the request", partition)
 
     # -- what the takeover reads here, and uses up (.succession) -------------------------------
 

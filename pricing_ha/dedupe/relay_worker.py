@@ -259,11 +259,9 @@ class RelayWorker(PartitionWorker):
           is watched until the standby finds it *cleanly released* (the latest owner's release
           marker is the last word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`).
           Nobody is then left who could append to it, so the grace period is ended
-          (:meth:`neli.Neli.end_grace`) and the partition taken up at once; without fencing,
-          a previous owner's hand-over announcement ends it once the probe is acknowledged
-          (the takeover then waits for the release). With the previous owner handing over, a
-          planned move (SIGTERM, a member joining) costs the old owner's flush and the
-          release's round trip, not a rebalance plus S + T.
+          (:meth:`neli.Neli.end_grace`) and the partition taken up at once. With the previous
+          owner handing over, a planned move (SIGTERM, a member joining) costs the probe's and
+          the release's round trips, not a rebalance plus S + T.
         """
         now = time.monotonic()
         if now < self._next_tend:

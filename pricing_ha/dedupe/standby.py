@@ -255,12 +255,6 @@ class StandbyTail:
             view = self.views[partition]
             return view.term == term and view.handover_term == term
 
-    def handing_over(self, partition: int) -> bool:
-        """Whether the owner of the latest term the tail has read on ``partition`` announced
-        that it is handing the partition over."""
-        with self._changed:
-            return self.views[partition].handing_over
-
     def clean_after(self, partition: int, offset: int) -> bool:
         """Whether the tail has read past ``offset`` and finds ``partition`` cleanly released."""
         with self._changed:
