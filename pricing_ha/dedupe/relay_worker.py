@@ -33,6 +33,7 @@ from confluent_kafka import Message
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.control import RELEASE
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.output import RelayOutput
@@ -128,7 +129,8 @@ class RelayWorker(PartitionWorker):
             resume=self._resume,
             may_resume=self._producers.may_resume,
         )
-        self._succession = Succession(cfg, self.standby, self._control, neli)
+        self._grace = GracePeriods(self.standby, self._control, neli)
+        self._succession = Succession(cfg, self.standby, self._control, neli, self._grace)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
         self._raw = RawInput(
@@ -281,13 +283,13 @@ class RelayWorker(PartitionWorker):
         def of_interest(partition: int) -> bool:
             return partition in grace or partition in self.wanted or self._neli.leads(partition)
 
-        probed = self._succession.probe(
+        probed = self._grace.probe(
             grace, set(self._terms), self._handovers.partitions(), of_interest
         )
         if probed:
             self._read_ahead(probed)
         self.read_ahead.tend(of_interest)
-        self._succession.end_graces()
+        self._grace.end_graces()
 
     def _read_ahead(self, partitions: list[int]) -> None:
         """Read partitions in their grace period ahead (:mod:`.read_ahead`), unless already."""

@@ -1,11 +1,11 @@
 """The successor's side of a move: what must be established before emitting on ``prices[k]``.
 
 A relay member that NELI assigns partition k first asks for it in its grace period (a probe
-on ``prices[k]``: "I am next"), which a clean release, or a hand-over announced, ends early:
-that is :mod:`.grace_period`, whose :class:`~.grace_period.GracePeriods` :class:`Succession`
-holds (:meth:`Succession.probe` and :meth:`Succession.end_graces` pass on to it). The waits
-and checks below read what it noted in asking: when the probe was acknowledged, where this
-member asked, whether a clean release waived the grace period.
+on ``prices[k]``: "I am next"), which a clean release ends early: that is
+:mod:`.grace_period`, whose :class:`~.grace_period.GracePeriods` the relay worker drives and
+:class:`Succession` is given. The waits and checks below read what it noted in asking: when
+the probe was acknowledged, where this member asked, whether a clean release waived the grace
+period.
 
 This module holds the takeover (:meth:`Succession.establish`): a takeover marker,
 acknowledged, gives the end of ``prices[k]`` by offset rather than by asking the broker, and
@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Protocol
 
 from pricing_ha.config import AppConfig
@@ -79,18 +78,23 @@ class LeadershipSource(Protocol):
 
 
 class Succession:
-    """The checks that start (or defer) a takeover, and the grace period's probes before it
-    (held: :mod:`.grace_period`).
+    """The checks that start (or defer) a takeover.
 
     Args:
         cfg: the application's configuration (the relay's T, e and S).
         standby: this member's tail of ``prices``.
         control: writes the member's markers.
         neli: leadership, grace periods and the previous holder's silence.
+        grace: what this member noted in its grace periods (:mod:`.grace_period`).
     """
 
     def __init__(
-        self, cfg: AppConfig, standby: StandbyTail, control: ControlWriter, neli: LeadershipSource
+        self,
+        cfg: AppConfig,
+        standby: StandbyTail,
+        control: ControlWriter,
+        neli: LeadershipSource,
+        grace: GracePeriods,
     ) -> None:
         """Nothing asked for yet."""
         relay = cfg.relay
@@ -114,25 +118,7 @@ class Succession:
         #: ended before they began), kept after the terms end.
         self._own_markers: dict[int, deque[int]] = {}
         #: What this member noted in asking for partitions in their grace period.
-        self._grace = GracePeriods(standby, control, neli)
-
-    # -- the grace period (.grace_period) -----------------------------------------------------
-
-    def probe(
-        self,
-        grace: frozenset[int],
-        taken: set[int],
-        handing_over: set[int],
-        of_interest: Callable[[int], bool],
-    ) -> list[int]:
-        """Probe the partitions in their grace period not probed yet; the ones just probed
-        (:meth:`.grace_period.GracePeriods.probe`)."""
-        return self._grace.probe(grace, taken, handing_over, of_interest)
-
-    def end_graces(self) -> None:
-        """End the grace periods the tail's evidence allows
-        (:meth:`.grace_period.GracePeriods.end_graces`)."""
-        self._grace.end_graces()
+        self._grace = grace
 
     # -- the takeover -------------------------------------------------------------------------
 
