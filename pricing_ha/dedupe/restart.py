@@ -3,7 +3,12 @@
 A relay member that owns ``prices[k]`` and finds some of its output to k unacknowledged (a
 record timed out, a producer replaced) cannot go on from the arbiter's marks: a record that
 failed may be missing from ``prices[k]``. While it leads k it drops the partition and takes it
-up again (a takeover marker, the standby's marks, ``prices.raw[k]`` from the last commit).
+up again (a takeover marker, the standby's marks, ``prices.raw[k]`` from the last commit),
+once the replaced producer's broker answers (without fencing): a broker stall times the
+output out a moment before NELI notices its own heartbeat late, and a partition dropped at
+once was fenced before it could be taken up again, then silent until the re-formed group's
+owner had waited out a grace period (7 s in a fault drill). Kept until the broker answers, it
+is handed over instead, and started over in place as below.
 
 A member *handing k over* cannot take it up again: NELI no longer gives it k, so that would be
 a new term beside its successor's. Before, it dropped k, and k stayed silent until the
@@ -92,39 +97,49 @@ class Restarts:
         self._may_resume = may_resume
         self._since: dict[int, float] = {}  # failed: since (monotonic)
         self._next_try: dict[int, float] = {}
+        # Failed while led: taken up afresh once the broker answers, unless a fence or a lost
+        # session makes it a hand-over first (then started over in place, as above).
+        self._led: set[int] = set()
 
     def __contains__(self, partition: object) -> bool:
         return partition in self._since
 
     def failed(self, partitions: Collection[int]) -> list[int]:
-        """Output to ``partitions`` failed: those to start over in place are kept here (not
-        emitted on until then); returns the others, which are dropped as before."""
+        """Output to ``partitions`` failed: those to start over in place, and (without fencing)
+        those still led, to take up afresh once the broker answers unless a hand-over comes
+        first, are kept here (not emitted on until then); returns the others, dropped now."""
         drop = []
         for partition in sorted(partitions):
             if partition in self._since:
                 continue
+            if self._control.fencing or partition not in self._terms:
+                drop.append(partition)
+                continue
+            self._since[partition] = time.monotonic()
             # A partition not led and not yet handed over: its hand-over may be a command the
             # worker has not applied yet (the barrier did not wait: a fence or a lost session
             # arrived while the worker was waiting for this very output).
-            if (
-                not self._control.fencing
-                and partition in self._terms
-                and (self._handing_over(partition) or not self._leads(partition))
-            ):
-                self._since[partition] = time.monotonic()
+            if self._handing_over(partition) or not self._leads(partition):
                 log.info(
                     "partition %d: output failed while handing over: started over in place "
                     "(same term) once the broker answers",
                     partition,
                 )
             else:
-                drop.append(partition)
+                # Still led: dropped and taken up afresh, but only once the broker answers. A
+                # broker stall times its output out a moment before NELI finds its own
+                # heartbeat late (21 ms apart in a fault drill): dropped at once, the partition
+                # was fenced before it could be taken up again, and silent until the re-formed
+                # group's owner had waited out a grace period (7 s). Kept here, it is handed
+                # over and started over in place like the others.
+                self._led.add(partition)
         return drop
 
     def end(self, partition: int) -> bool:
         """``partition`` is dropped; whether it was waiting to start over (its output failed:
         no release may be written for it)."""
         self._next_try.pop(partition, None)
+        self._led.discard(partition)
         return self._since.pop(partition, None) is not None
 
     def tend(self) -> None:
@@ -133,6 +148,16 @@ class Restarts:
         for partition, since in list(self._since.items()):
             if partition not in self._terms:
                 self.end(partition)
+            elif partition in self._led and not self._handing_over(partition):
+                if not self._leads(partition):
+                    # Fenced or revoked meanwhile: its hand-over may be a command not yet
+                    # applied; wait for it as for a partition that failed unled.
+                    self._led.discard(partition)
+                    self._since[partition] = now
+                elif self._may_resume():
+                    # Led throughout: taken up afresh, as before (released as before too).
+                    self.end(partition)
+                    self._drop(partition)
             elif not self._handing_over(partition):
                 if self._leads(partition) or now - since > _EVENT_WAIT_S:
                     self._drop(partition)  # led again (taken up afresh), or no hand-over came
