@@ -126,12 +126,8 @@ class Restarts:
                     partition,
                 )
             else:
-                # Still led: dropped and taken up afresh, but only once the broker answers. A
-                # broker stall times its output out a moment before NELI finds its own
-                # heartbeat late (21 ms apart in a fault drill): dropped at once, the partition
-                # was fenced before it could be taken up again, and silent until the re-formed
-                # group's owner had waited out a grace period (7 s). Kept here, it is handed
-                # over and started over in place like the others.
+                # Still led: taken up afresh only once the broker answers, so that a fence
+                # coming first makes it a hand-over (see the module docstring).
                 self._led.add(partition)
         return drop
 
