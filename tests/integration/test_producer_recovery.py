@@ -53,6 +53,15 @@ class _Leading:
     def end_grace(self, _partition: int) -> bool:
         return False
 
+    def recovering(self) -> bool:
+        return False
+
+    def previous_holder_silent_s(self, _partition: int) -> float | None:
+        return None  # the previous holder is this member itself: nobody else's heartbeat
+
+    def assigned_since(self, _partition: int) -> float | None:
+        return None
+
 
 # message.timeout.ms of every producer under test (the feed's, the publisher's, the relay's) and
 # the pause. librdkafka notices timeouts in a scan once a second, so a record queued when the
