@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from pricing_ha.errors import EmbeddedBrokerError
+from pricing_ha.local.procs import freeze
 
 _LOG_TAIL_BYTES = 4000
 
@@ -209,8 +210,11 @@ class EmbeddedBroker:
         )
 
     def pause(self) -> None:
-        """Freeze the broker with SIGSTOP: connections stay open but nothing is answered."""
-        os.kill(self.pid, signal.SIGSTOP)
+        """Freeze the broker with SIGSTOP: connections stay open but nothing is answered.
+
+        Returns once every thread of the broker has stopped (:func:`.procs.freeze`).
+        """
+        freeze(self.pid)
 
     def resume(self) -> None:
         """Let a paused broker continue with SIGCONT."""

@@ -18,6 +18,48 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+_FROZEN_STATES = frozenset("TtZX")  # stopped (SIGSTOP), stopped by a tracer; or gone
+
+
+def _thread_states(pid: int) -> list[str] | None:
+    """The state letter of every thread of ``pid`` (``/proc``), None where that is not known."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    states = []
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        # "tid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ")".
+        states.append(stat[stat.rfind(")") + 2 : stat.rfind(")") + 3])
+    return states
+
+
+def freeze(pid: int, timeout_s: float = 5.0) -> bool:
+    """SIGSTOP ``pid`` and wait until every one of its threads has stopped.
+
+    ``kill()`` only queues the signal: the process stops once one of its threads has been
+    scheduled to take it and has stopped the others, which on a loaded machine can take long
+    enough for another thread to answer a request meanwhile (a fault test then sees a
+    "paused" broker serve). Returns whether the stop was seen within ``timeout_s`` (True where
+    ``/proc`` is not there to look, or the process is gone).
+    """
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = _thread_states(pid)
+        if states is None or all(s in _FROZEN_STATES for s in states):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+
 
 class Proc:
     """One supervised process.
@@ -48,8 +90,9 @@ class Proc:
         self._signal(signal.SIGKILL)
 
     def pause(self) -> None:
-        """SIGSTOP: the process freezes (every thread), as on a VM stall."""
-        self._signal(signal.SIGSTOP)
+        """SIGSTOP: the process freezes (every thread), as on a VM stall; returns once it has."""
+        if self.alive():
+            freeze(self.pid)
 
     def resume(self) -> None:
         """SIGCONT."""
