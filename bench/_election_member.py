@@ -87,8 +87,9 @@ def run_neli(args: argparse.Namespace, rec: Recorder) -> None:
 
 def run_zookeeper(args: argparse.Namespace, rec: Recorder) -> None:
     """A kazoo ``Election`` candidate; ``--session-ms`` is the session timeout asked for."""
-    from kazoo.client import KazooClient, KazooState
-    from kazoo.exceptions import KazooException
+    # kazoo and etcd3 live only in the peers' venv (see _election_servers.PEERS_PIP).
+    from kazoo.client import KazooClient, KazooState  # type: ignore[import-not-found]
+    from kazoo.exceptions import KazooException  # type: ignore[import-not-found]
 
     zk = KazooClient(hosts=args.hosts, timeout=args.session_ms / 1000)
     in_doubt = threading.Event()
@@ -118,7 +119,7 @@ def run_zookeeper(args: argparse.Namespace, rec: Recorder) -> None:
 
 def run_etcd(args: argparse.Namespace, rec: Recorder) -> None:
     """An etcd candidate (``concurrency.Election``'s recipe) with a lease of ``--ttl-s``."""
-    import etcd3
+    import etcd3  # type: ignore[import-not-found]  # only in the peers' venv, as kazoo
     from etcd3 import exceptions
 
     host, _, port = args.endpoint.rpartition(":")

@@ -31,7 +31,8 @@ from _common import write
 from _pipeline import code_version, foreign_processes
 from _procstat import cpu_s, load
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.local.broker import EmbeddedBroker
 

@@ -107,7 +107,7 @@ def unpaced(bootstrap: str, n: int, members: int) -> dict[str, Any]:
         if at_feed_end < 0.8 * n:
             after_feed = counter.rate(prices, max(at_feed_end, 0.1 * n) + 1, 0.9 * n)
         first, last = counter.reached(prices, 1), counter.reached(prices, n)
-        out = {
+        out: dict[str, Any] = {
             "quotes": n,
             "instruments": INSTRUMENTS,
             "pipeline_startup_s": round(startup_s, 1),

@@ -11,6 +11,7 @@ Run: ``.venv/bin/python bench/neli_takeover.py [--rounds 10] [--session-ms 3000]
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -36,6 +37,11 @@ def _led_now(workdir: Path, name: str) -> set[int]:
     log = leadership_log.load(workdir / f"{name}.jsonl", name)
     end = log.last_seen or 0.0
     return {p for p, runs in log.runs.items() if runs and runs[-1][1] >= end}
+
+
+def _taken_over(workdir: Path, survivors: list[str], parts: set[int]) -> bool:
+    """Whether the survivors between them lead every partition of ``parts``."""
+    return set[int]().union(*(_led_now(workdir, n) for n in survivors)) >= parts
 
 
 def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: int) -> list[float]:
@@ -89,11 +95,7 @@ def run_case(bootstrap: str, variant: str, mode: str, rounds: int, session_ms: i
             killed_at = time.monotonic()
             live.pop(victim).kill()
             survivors = list(live)
-            wait_until(
-                lambda s=survivors, ps=parts: set().union(*(_led_now(workdir, n) for n in s)) >= ps,
-                60,
-                poll_s=0.05,
-            )
+            wait_until(functools.partial(_taken_over, workdir, survivors, parts), 60, poll_s=0.05)
             logs = [leadership_log.load(workdir / f"{n}.jsonl", n) for n in survivors]
             times = [leadership_log.first_led_after(logs, p, killed_at) for p in parts]
             if any(t is None for t in times):

@@ -154,7 +154,7 @@ def run_spark(data: Path, master: str) -> dict[str, Any]:
 def run_pandas(data: Path) -> dict[str, Any]:
     """The same per-instrument metrics with pyarrow + pandas (in this process)."""
     import orjson
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in the dev deps
 
     t = time.perf_counter()
 

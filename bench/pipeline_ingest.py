@@ -45,6 +45,7 @@ INSTRUMENTS = 100
 RECORDS_PER_PRICE = 4  # a quote, two raw copies, one deduplicated price
 _SMOKE_BELOW = 1_000_000
 _T0_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+_Headers = list[tuple[str, str | bytes | None]]  # what Producer.produce takes
 
 
 def _config(bootstrap: str) -> AppConfig:
@@ -72,16 +73,16 @@ def produce(cfg: AppConfig, rows: int) -> int:
                 b'{"ask":1.3,"bid":0.9,"instrument":"%s","mid":1.1,"seq":%d,"source_time_ns":%d}'
                 % (inst, s, src)
             )
-            out = [(t.quotes, quote, [])]
+            out: list[tuple[str, bytes, _Headers]] = [(t.quotes, quote, [])]
             for g, lag in ((b"p1", 2_000_000), (b"p2", 3_000_000)):
-                headers = [
+                headers: _Headers = [
                     ("seq", b"%d" % s),
                     ("group", g),
                     ("member", b"a"),
                     ("publish_ns", b"%d" % (src + lag)),
                 ]
                 out.append((t.raw, price, headers))
-            relayed = [("relay", b"r1"), ("relay_ns", b"%d" % (src + 5_000_000))]
+            relayed: _Headers = [("relay", b"r1"), ("relay_ns", b"%d" % (src + 5_000_000))]
             out.append((t.prices, price, relayed))
             for topic, value, headers in out:
                 while True:
@@ -118,9 +119,10 @@ def reference(cfg: AppConfig, expected: int) -> dict[str, Any]:
     n, eof = 0, 0
     while eof < len(tps) and time.perf_counter() - start < 600:
         for msg in consumer.consume(10_000, 1.0):
-            if msg.error() is None:
+            err = msg.error()
+            if err is None:
                 n += 1
-            elif msg.error().code() == -191:  # _PARTITION_EOF
+            elif err.code() == -191:  # _PARTITION_EOF
                 eof += 1
     elapsed = time.perf_counter() - start
     consumer.close()

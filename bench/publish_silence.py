@@ -62,6 +62,7 @@ from _common import RESULTS, TopicTail, wait_until, write
 from _pipeline import code_version, foreign_processes
 from _silence_report import figures, run_line, table
 
+from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import (
     SESSION_MS,  # PricingCluster's default S
@@ -95,8 +96,8 @@ class Tail:
 
     def _keep(self, batch: list[Message], _received: float) -> None:
         for msg in batch:
-            h = dict(msg.headers() or ())
-            key = (h["group"].decode(), h["member"].decode())
+            h = header_dict(msg.headers())
+            key = (h["group"], h["member"])
             self.last[key] = max(self.last.get(key, 0), int(h["publish_ns"]))
 
     def all_recent(self, members: list[tuple[str, str]], within_s: float = 1.0) -> bool:

@@ -221,7 +221,7 @@ class Rounds:
     def settle(self) -> str | None:
         """Wait to settle (balanced within 30 s, else any owner); return how, None if never."""
         for balanced, timeout in ((True, 30.0), (False, 15.0)):
-            if wait_until(lambda b=balanced: self._settled(b), timeout):
+            if wait_until(lambda b=balanced: self._settled(b), timeout):  # type: ignore[misc]  # mypy cannot infer a lambda with a default
                 time.sleep(1.5)
                 if self._settled(balanced):
                     return "balanced" if balanced else "unbalanced"

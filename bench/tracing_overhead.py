@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import TopicTail, wait_until, write
 from _procstat import cpu_s
 
+from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
@@ -61,7 +62,7 @@ def _count_prices(cluster: PricingCluster, n: int, deadline: float) -> dict[str,
     seen: list[float] = []  # when the first and the latest records arrived
 
     def keep(batch: list[Message], received: float) -> None:
-        relay_ns.extend(int(dict(msg.headers() or ())["relay_ns"]) for msg in batch)
+        relay_ns.extend(int(header_dict(msg.headers())["relay_ns"]) for msg in batch)
         if batch:
             seen[:] = [seen[0] if seen else received, received]
 

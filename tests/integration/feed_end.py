@@ -33,8 +33,9 @@ def end_feed_once_flowing(
                 latest[r.key] = max(latest.get(r.key, 0), r.timestamp_ms)
         behind = sorted(k.decode() for k, ts in latest.items() if ts <= since_ms)
         state["behind"] = f"{len(latest)} of {instruments} seen, not since: {behind[:5]}"
-        state["flowing"] = len(latest) == instruments and not behind
-        return state["flowing"]
+        every_one = len(latest) == instruments and not behind
+        state["flowing"] = every_one
+        return every_one
 
     def what() -> str:
         return f"every instrument flowing on {role} again: {state['behind']}"

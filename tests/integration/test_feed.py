@@ -51,7 +51,13 @@ def read_topic(bootstrap: str, topic: str, until: Callable[[list[Message]], bool
 def consume_all(bootstrap: str, topic: str, expected: int) -> list[tuple[int, Quote]]:
     """Reads ``expected`` quotes from ``topic`` as (partition, quote)."""
     messages = read_topic(bootstrap, topic, lambda got: len(got) >= expected)
-    return [(m.partition(), parse_quote(m.value(), m.key())) for m in messages]
+    return [(_partition(m), parse_quote(m.value(), m.key())) for m in messages]
+
+
+def _partition(msg: Message) -> int:
+    partition = msg.partition()
+    assert partition is not None  # a consumed record has one
+    return partition
 
 
 def feed(bootstrap: str, topic: str, *args: str) -> tuple[int, str, str]:

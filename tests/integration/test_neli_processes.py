@@ -151,7 +151,8 @@ def test_fast_fences_itself_when_cut_off_from_the_broker(
     neli_cluster: Callable[..., Cluster], embedded_broker: Any, unique_name: Any
 ) -> None:
     """Fast variant: members cut off from the broker stop leading before S, then come back."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     m = 2
     topic = unique_name("t")

@@ -34,7 +34,9 @@ def produce(bootstrap: str, topic: str, n: int, *, first: int = 0) -> dict[int, 
     for i in range(first, first + n):
         p = i % PARTITIONS
         per[p] = per.get(p, 0) + 1
-        headers = [("seq", str(i).encode()), ("pricing-ha-control", b"x")] if i % 7 == 0 else []
+        headers: list[tuple[str, str | bytes | None]] = (
+            [("seq", str(i).encode()), ("pricing-ha-control", b"x")] if i % 7 == 0 else []
+        )
         producer.produce(
             topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=p, headers=headers
         )

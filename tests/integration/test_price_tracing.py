@@ -22,7 +22,7 @@ from pricing_ha.telemetry import load_spans
 from tests.unit.prometheus_format import parse, value
 from tests.waiting import wait_for
 
-S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
+S = PricingCluster.session_ms / 1000
 TICK_S = 0.1
 INSTRUMENTS = 8
 

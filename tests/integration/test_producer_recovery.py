@@ -161,7 +161,7 @@ def deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
     """Records every producer's successful deliveries (the components' own producers too)."""
     seen = Deliveries()
 
-    class RecordingProducer(Producer):  # type: ignore[misc]
+    class RecordingProducer(Producer):
         """confluent-kafka's producer, noting when each delivery callback reports success."""
 
         def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
@@ -170,7 +170,11 @@ def deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
             self.times = seen.times[self.client]
 
         def produce(
-            self, topic: str, *args: Any, on_delivery: Callable[..., None], **kwargs: Any
+            self,
+            topic: str,
+            *args: Any,
+            on_delivery: Callable[..., None] | None = None,
+            **kwargs: Any,
         ) -> None:
             client = self.client
             seen.produced[client] += 1
@@ -182,9 +186,11 @@ def deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
             def delivered(err: Any, msg: Any) -> None:
                 if err is None:
                     times.append(time.monotonic())
-                on_delivery(err, msg)
+                if on_delivery is not None:
+                    on_delivery(err, msg)
 
-            super().produce(topic, *args, on_delivery=delivered, **kwargs)
+            kwargs["on_delivery"] = delivered
+            super().produce(topic, *args, **kwargs)
 
     # The publisher's and the relay's producers come from the ReplaceableProducer's default
     # factory, which builds pricing_ha.kafka.producers.Producer.

@@ -13,7 +13,7 @@ from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
-S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
+S = PricingCluster.session_ms / 1000
 TICK_S = 0.1  # the feed's interval per instrument in these tests (10 Hz)
 CATCH_UP_S = 60.0
 

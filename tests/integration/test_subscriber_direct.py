@@ -19,7 +19,7 @@ from tests.waiting import wait_for
 
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 FEED_S = 14.0
-S = PricingCluster.__dataclass_fields__["session_ms"].default / 1000
+S = PricingCluster.session_ms / 1000
 INSTRUMENTS = 10
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource  # where the typed package defines it
 from typer.testing import CliRunner
 
 from pricing_ha.cli import app
@@ -31,7 +33,8 @@ def layout(bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[AppCon
     names = {role: unique_name(role.replace("_", "-")) for role in ROLES}
     cfg = AppConfig(
         broker=BrokerConfig(bootstrap_servers=bootstrap, connect_timeout_ms=10_000),
-        topics=TopicsConfig(**names),
+        # mypy cannot tell that names holds only the six topic names (str fields).
+        topics=TopicsConfig(**names),  # type: ignore[arg-type]
     )
     yield cfg
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -81,7 +84,7 @@ def test_mismatched_partition_count_is_refused(
     odd = topic_factory(2)
     cfg = AppConfig(
         broker=layout.broker,
-        topics=TopicsConfig(**{**layout.topics.by_role(), "prices": odd}),
+        topics=dataclasses.replace(layout.topics, prices=odd),
     )
     admin = make_admin(cfg)
     with pytest.raises(TopicLayoutError, match=rf"{odd}: 2 partitions \(expected 4\)"):

@@ -216,6 +216,7 @@ class MemberProcess:
         now, tracker = sim.now, self.tracker
         mono, wall = self.mono(now), self.wall(now)
         led = tuple(sorted(tracker.led(mono, wall)))
+        targets: list[tuple[int, int, float | None]]
         if sim.scenario.variant is Variant.FULL:
             targets = [(p, 0, None) for p in range(sim.scenario.partitions)]
         else:

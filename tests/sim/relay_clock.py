@@ -137,10 +137,10 @@ def simulated_time(clock: SimTime) -> Iterator[None]:
     level, quiet_level = quiet.level, logging.CRITICAL
     try:
         for m in mods:
-            m.time = clock  # type: ignore[attr-defined]
+            m.time = clock
         quiet.setLevel(quiet_level)
         yield
     finally:
         for m, t in zip(mods, saved, strict=True):
-            m.time = t  # type: ignore[attr-defined]
+            m.time = t
         quiet.setLevel(level)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import random
 import sys
+from collections.abc import Callable
 
 from tests.sim.group_schedule import Event, random_events
 from tests.sim.groupsim import Simulation
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
     return 1 if violations else 0
 
 
-def _printer(sim: Simulation):  # type: ignore[no-untyped-def]
+def _printer(sim: Simulation) -> Callable[[], None]:
     last: dict[str, tuple[int, ...]] = {}
 
     def show() -> None:

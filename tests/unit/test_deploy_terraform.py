@@ -280,10 +280,11 @@ def test_sigterm_grace_covers_a_hand_over() -> None:
     grace = top_level("variable")["stop_timeout_seconds"]
     default = v(grace, "default")
     timing = v(top_level("variable")["timing"], "type")
-    threshold_ms = int(re.search(r"publisher_threshold_ms\W+optional\(number,\s*(\d+)", timing)[1])
-    session_ms = int(
-        re.search(r"publisher_session_timeout_ms\W+optional\(number,\s*(\d+)", timing)[1]
-    )
+    threshold = re.search(r"publisher_threshold_ms\W+optional\(number,\s*(\d+)", timing)
+    session = re.search(r"publisher_session_timeout_ms\W+optional\(number,\s*(\d+)", timing)
+    assert threshold is not None
+    assert session is not None
+    threshold_ms, session_ms = int(threshold[1]), int(session[1])
     assert default * 1000 > threshold_ms + session_ms
     assert "var.stop_timeout_seconds <= 120" in v(blocks(grace, "validation")[0], "condition")
     # The rolling update keeps every old task until its successor runs.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -25,6 +25,12 @@ def exporter() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     provider.shutdown()
 
 
+def _span_id(span: ReadableSpan) -> int:
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return ctx.span_id
+
+
 def test_sampled_quotes_carry_the_traceparent_of_their_send_span(
     exporter: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -33,7 +39,7 @@ def test_sampled_quotes_carry_the_traceparent_of_their_send_span(
     draws = iter([0.0, 0.9] * 10)
     path = PricePath(provider.get_tracer("t"), 0.5, rng=lambda: next(draws))
     _, producer = run(rate_hz=0, count=20, price_path=path)
-    spans = {s.get_span_context().span_id: s for s in memory.get_finished_spans()}
+    spans = {_span_id(s): s for s in memory.get_finished_spans()}
     assert len(spans) == 10  # ended when delivered
     traced = [call for call in producer.sent if "headers" in call]
     assert len(traced) == 10

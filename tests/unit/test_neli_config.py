@@ -237,7 +237,7 @@ def test_config_is_frozen() -> None:
 def test_config_is_keyword_only() -> None:
     """NeliConfig takes keyword arguments only."""
     with pytest.raises(TypeError):
-        NeliConfig("localhost:9092", "g1", "t")  # type: ignore[misc]
+        NeliConfig("localhost:9092", "g1", "t")  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("section", SECTIONS)

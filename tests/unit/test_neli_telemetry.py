@@ -42,7 +42,7 @@ def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
 
 
 def _ctx(span: ReadableSpan) -> SpanContext:
-    ctx = span.context
+    ctx: SpanContext | None = span.context  # the SDK leaves the property unannotated
     assert ctx is not None
     return ctx
 

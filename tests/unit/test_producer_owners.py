@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pricing_ha.config import AppConfig, RelayConfig
 from pricing_ha.dedupe.output import RelayOutput
@@ -57,9 +57,9 @@ def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_ans
     )
     built: list[FakeProducer] = []
 
-    def factory(cfg: dict[str, Any]) -> FakeProducer:
+    def factory(cfg: dict[str, Any]) -> Producer:
         built.append(AnsweringProducer(cfg))
-        return built[-1]
+        return cast(Producer, built[-1])  # the fake stands in for the relay's concrete producer
 
     producers.producer = ReplaceableProducer(
         {"enable.idempotence": True}, name="relay", logger=logging.getLogger("t"), factory=factory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -87,11 +88,15 @@ def test_a_wedged_producer_is_replaced_after_its_callbacks_ran(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A timeout marks it wedged; replacing purges the old one, then calls on_replaced once."""
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[int, Any]] = []
     replaced: list[str] = []
     slot, built = make(on_replaced=replaced.append)
+
+    def record(i: int, err: Any, _m: Any) -> None:
+        seen.append((i, err))
+
     for i in range(3):
-        slot.produce("t", value=b"x", on_delivery=lambda err, _m, i=i: seen.append((i, err)))
+        slot.produce("t", value=b"x", on_delivery=functools.partial(record, i))
     old = built[0]
     old.settle(None, timed_out())
     assert slot.wedged is not None

@@ -104,7 +104,7 @@ def worker() -> Iterator[QuoteWorker]:
         made.append(FakeProducer())
         return made[-1]
 
-    w.producer = ReplaceableProducer(  # type: ignore[assignment]
+    w.producer = ReplaceableProducer(
         {"enable.idempotence": True}, name="test", logger=logging.getLogger("test"), factory=factory
     )
     w.assign(0)

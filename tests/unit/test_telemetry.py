@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import SpanKind
 
 import pricing_ha
+from neli import Neli
 from neli.testing import FakeNeli
 from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.errors import ConfigError
@@ -106,7 +108,7 @@ async def test_otel_sdk_disabled_makes_everything_a_no_op(tmp_path: Path) -> Non
         env={"OTEL_SDK_DISABLED": "TRUE"},
     )
     fake = FakeNeli(partitions=1)
-    tracing = tel.observe_neli(fake)
+    tracing = tel.observe_neli(cast(Neli, fake))  # the fake stands in for Neli
     await fake.acquire(0)
     tel.metrics.prices_published.add(1, {"group": "p1", "partition": "0"})
     assert tel.destination == "disabled"
@@ -122,7 +124,7 @@ async def test_observe_neli_traces_with_the_zone_and_feeds_leadership_metrics(
 ) -> None:
     """observe_neli: spans carry cloud.availability_zone; held gauge and transition counter move."""
     fake = FakeNeli(partitions=2, group_id="pricing.p1", member_name="p1/m1")
-    tracing = telemetry.observe_neli(fake)
+    tracing = telemetry.observe_neli(cast(Neli, fake))  # the fake stands in for Neli
     await fake.acquire(0, 1)
     await fake.revoke(1)
     assert set(tracing.heartbeat_meta()) == {"term.0"}

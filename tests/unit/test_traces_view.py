@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import cast
 
 import pytest
 from typer.testing import CliRunner
 
+from neli import Neli
 from neli.testing import FakeNeli
 from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, TelemetryConfig
@@ -44,7 +46,8 @@ class _Member:
             trace_file=directory / f"{name.replace('/', '-')}.jsonl",
             env={},
         )
-        self.tracing = self.telemetry.observe_neli(self.neli)
+        # The fake stands in for Neli.
+        self.tracing = self.telemetry.observe_neli(cast(Neli, self.neli))
 
     def at(self, seconds: float) -> None:
         """Move this member's clock to T0 + seconds."""

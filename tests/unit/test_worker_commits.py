@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Message, TopicPartition
 
-from pricing_ha.member import worker as worker_module
 from pricing_ha.member.worker import RECOMMIT_IDLE_S, START_HOLD_S, PartitionWorker
 
 TOPIC = "in"
@@ -56,7 +55,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     c = _Clock()
-    monkeypatch.setattr(worker_module.time, "monotonic", c.monotonic)
+    monkeypatch.setattr("pricing_ha.member.worker.time.monotonic", c.monotonic)
     return c
 
 
