@@ -21,11 +21,12 @@ Roles (every partition of IN is assigned by hand, in a consumer group of the pro
 
 Loop shapes:
 
-* flush per batch (the default; the product's loop today, as in
-  :meth:`pricing_ha.publishing.quote_worker.QuoteWorker.process`): produce the batch, ``flush()``,
-  then commit the batch's next positions with ``commit(asynchronous=True)``;
+* flush per batch (the default; the publishers' loop before it was pipelined, and the shape
+  of the relay's, which flushes each batch): produce the batch, ``flush()``, then commit the
+  batch's next positions with ``commit(asynchronous=True)``;
 * ``--pipelined``: no flush; ``poll(0)`` on every turn serves the delivery callbacks, and each
-  partition's position is committed (asynchronously) up to what has been acknowledged.
+  partition's position is committed (asynchronously) up to what has been acknowledged (the
+  publishers' loop today, :meth:`pricing_ha.publishing.quote_worker.QuoteWorker.process`).
 
 On SIGTERM it finishes the batch, flushes, commits and prints one JSON line of counts.
 

@@ -128,6 +128,12 @@ class Restarts:
             else:
                 # Still led: taken up afresh only once the broker answers, so that a fence
                 # coming first makes it a hand-over (see the module docstring).
+                log.info(
+                    "partition %d: output failed while led: nothing emitted on it until the "
+                    "broker answers, then taken up afresh (or, fenced meanwhile, handed over "
+                    "and started over in place)",
+                    partition,
+                )
                 self._led.add(partition)
         return drop
 

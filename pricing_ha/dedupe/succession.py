@@ -290,8 +290,9 @@ class Succession:
         silent = self._neli.previous_holder_silent_s(partition)
         if silent is not None:
             return max(0.0, self._output_expired_s - silent)
-        asked = now - HANDOVER_FRESH_S - 0.2
-        return HANDOVER_FRESH_S + 0.2 if self._grace.acked_at(partition, asked) >= asked else 0.0
+        fresh = HANDOVER_FRESH_S + _MARGIN_S
+        asked = now - fresh
+        return fresh if self._grace.acked_at(partition, asked) >= asked else 0.0
 
     def _end_unbegun(
         self, partition: int, snap: Snapshot, why: str, retry_after_s: float

@@ -26,6 +26,15 @@ from tests.sim.relay_schedule import (
 from tests.sim.relay_steps import raw_prices
 
 
+def _two_members(seqs: int | None = None, evidence_share: float | None = None) -> Any:
+    """Members A and B of a relay group on one partition, without fencing; the raw prices."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    if evidence_share is not None:
+        world.evidence_share = evidence_share
+    raw = raw_prices(0) if seqs is None else raw_prices(0, seqs=seqs)
+    return world, workers, raw
+
+
 def _a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
     """Member A owns partition 0 and relays prices arriving steadily (2.5 s of them)."""
     apply_step(world, workers, ("publish", 0, 10), raw)
@@ -45,9 +54,7 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
     grace periods in between: the probe's age must survive that, or the takeover waits
     1.2 s for a release the crashed owner never writes (seen in every demo run). NELI has
     no evidence about the previous holder here: the grace period runs in full."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    world.evidence_share = 0.0
-    raw = raw_prices(0)
+    world, workers, raw = _two_members(evidence_share=0.0)
     b = workers["B"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -74,9 +81,7 @@ def test_a_takeover_on_nelis_evidence_waits_only_for_the_old_owners_output(
     The owner announced no hand-over, so no release is waited for; only its output, which
     may be in flight until T + e + output_timeout after that heartbeat, is: not at all after
     S and a rebalance, the rest of that span when the owner was heard from more recently."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    world.evidence_share = 1.0
-    raw = raw_prices(0)
+    world, workers, raw = _two_members(evidence_share=1.0)
     b = workers["B"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -117,9 +122,7 @@ def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
     asking for the committed offset and waiting for a first fetch (0.27 s median, 2.4 s at
     worst per takeover in the takeover benchmark before this). No evidence from NELI: the
     grace period runs in full."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    world.evidence_share = 0.0
-    raw = raw_prices(0)
+    world, workers, raw = _two_members(evidence_share=0.0)
     b = workers["B"]
     b.read_ahead.max_kept = 20_000
     with simulated_time(world.clock):
@@ -150,8 +153,7 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
     """A relay woken from a pause is held off by NELI for S + 0.5 s. Its probe would stop the
     owner handing the partition over to it while it cannot emit yet (the fault drill: ~4 s of
     silence), so it probes only once the stall is over; the owner emits until then."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0)
+    world, workers, raw = _two_members()
     a, b = workers["A"], workers["B"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -183,8 +185,7 @@ def test_an_idle_partition_being_handed_over_emits_when_prices_come() -> None:
     tail looks stale and the input waits. It writes a tick; once its tail has read the tick
     back, it emits again (the fault drill: such partitions were silent through the whole
     hand-over, 2-3 s, until the successor took them up)."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0)
+    world, workers, raw = _two_members()
     a, b = workers["A"], workers["B"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -238,8 +239,7 @@ def test_a_fenced_owner_keeps_emitting_until_its_successor_asks() -> None:
     """The owner is fenced (its NELI heartbeat late: a broker or coordinator stall), then its
     session is lost and the partition goes to B: it hands the partition over as in a planned
     move, so ``prices`` keeps flowing until B has asked and taken over, exactly once."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -257,8 +257,7 @@ def test_a_fenced_owner_keeps_emitting_until_its_successor_asks() -> None:
 def test_a_fence_then_resume_goes_on_without_a_takeover() -> None:
     """Fenced, then its heartbeats fresh again with nothing changed: the owner goes on under
     its term (no new takeover marker, no rebuild), emitting throughout."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -282,8 +281,7 @@ def test_a_partition_whose_output_fails_while_handed_over_starts_over_in_place()
     starts the partition over in place under the same term (a tick, the standby's marks,
     ``prices.raw`` from its last commit) and keeps emitting until the group gives the
     partition to B, exactly once; before, it dropped the partition, silent until B took it."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0, seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
@@ -306,8 +304,7 @@ def test_a_fenced_owner_still_assigned_goes_on_past_the_hand_over_bound() -> Non
     """Fenced for longer than the hand-over's bound, but never revoked (nobody else is
     assigned the partition): the owner keeps emitting under its term, and goes on when NELI
     resumes it; before, the bound dropped the partition, silent until NELI resumed it."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    raw = raw_prices(0, seqs=600)  # (prices keep coming for the whole test)
+    world, workers, raw = _two_members(seqs=600)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
         _a_takes_partition_0(world, workers, raw)
