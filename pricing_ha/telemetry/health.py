@@ -33,6 +33,7 @@ from pricing_ha.config import HealthConfig
 from pricing_ha.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 __all__ = [
+    "AsyncCheck",
     "Check",
     "CheckResult",
     "HealthServer",
@@ -46,6 +47,8 @@ log = logging.getLogger("pricing_ha.health")
 
 #: A readiness check: True when ready; may be async; raising means "not ready".
 Check = Callable[[], bool | Awaitable[bool]]
+#: An asynchronous readiness check (what :func:`broker_reachable` and :func:`tcp_reachable` make).
+AsyncCheck = Callable[[], Awaitable[bool]]
 
 _REQUEST_TIMEOUT_S = 5.0
 _MAX_HEAD = 8192
@@ -127,7 +130,7 @@ def _split_host_port(server: str) -> tuple[str, int]:
     return host.strip("[]") or "localhost", int(port)
 
 
-def tcp_reachable(bootstrap_servers: str, timeout_s: float = 1.0) -> Check:
+def tcp_reachable(bootstrap_servers: str, timeout_s: float = 1.0) -> AsyncCheck:
     """A check that passes when any of ``host:port[,host:port...]`` accepts a TCP connection.
 
     Raises:
@@ -138,7 +141,7 @@ def tcp_reachable(bootstrap_servers: str, timeout_s: float = 1.0) -> Check:
 
 def broker_reachable(
     bootstrap_servers: str, timeout_s: float = 1.0, *, security_protocol: str = "plaintext"
-) -> Check:
+) -> AsyncCheck:
     """A check that passes when any bootstrap server answers a Kafka request.
 
     On plaintext (and SASL_PLAINTEXT) listeners it sends an ApiVersions request (allowed before
@@ -164,7 +167,7 @@ def _api_versions_request() -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _reachable(bootstrap_servers: str, timeout_s: float, *, handshake: bool) -> Check:
+def _reachable(bootstrap_servers: str, timeout_s: float, *, handshake: bool) -> AsyncCheck:
     targets = [_split_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
 
     async def ask(host: str, port: int) -> None:

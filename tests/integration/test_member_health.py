@@ -19,7 +19,6 @@ from pricing_ha.member.health import (
     read_health_file,
 )
 from pricing_ha.telemetry import (
-    Check,
     HealthServer,
     Telemetry,
     broker_reachable,
@@ -43,13 +42,6 @@ def _closed_port() -> int:
 
 def _not_joined() -> bool:
     raise RuntimeError("NELI has not joined its group yet")
-
-
-async def _ask(check: Check) -> bool:
-    """Run ``check``; the reachability checks are coroutine functions (a Check may be plain)."""
-    answer = check()
-    assert not isinstance(answer, bool)
-    return await answer
 
 
 async def test_readyz_names_every_failing_check_while_the_broker_is_unreachable(
@@ -123,11 +115,11 @@ def test_a_synchronous_command_serves_health_from_a_thread(bootstrap: str) -> No
 async def test_broker_check_fails_while_the_broker_is_paused(embedded_broker: Any) -> None:
     """A broker that still accepts connections but serves nothing (SIGSTOP) is not ready."""
     check = broker_reachable(embedded_broker.bootstrap, timeout_s=0.5)
-    assert await _ask(check) is True
+    assert await check() is True
     embedded_broker.pause()
     try:
         with pytest.raises(ConnectionError, match="no broker"):
-            await _ask(check)
+            await check()
     finally:
         embedded_broker.resume()
-    assert await _ask(check) is True
+    assert await check() is True

@@ -8,7 +8,6 @@ import pytest
 
 from pricing_ha.config import HealthConfig
 from pricing_ha.telemetry import (
-    Check,
     CheckResult,
     HealthServer,
     Readiness,
@@ -144,26 +143,19 @@ def _answer(correlation_id: int) -> bytes:
     return (8).to_bytes(4, "big") + correlation_id.to_bytes(4, "big") + bytes(4)
 
 
-async def _ask(check: Check) -> bool:
-    """Run ``check``; the reachability checks are coroutine functions (a Check may be plain)."""
-    answer = check()
-    assert not isinstance(answer, bool)
-    return await answer
-
-
 async def test_broker_check_needs_a_kafka_answer_not_just_a_connection() -> None:
     """A listener that accepts but never answers passes the TCP check and fails the broker check."""
     async with _Listener(None) as address:
-        assert await _ask(tcp_reachable(address)) is True
+        assert await tcp_reachable(address)() is True
         with pytest.raises(ConnectionError, match="no broker"):
-            await _ask(broker_reachable(address, timeout_s=0.3))
+            await broker_reachable(address, timeout_s=0.3)()
 
 
 async def test_broker_check_passes_on_an_api_versions_answer() -> None:
     """An answer carrying the request's correlation id is a broker; another id is not."""
     async with _Listener(_answer(0x5052)) as good, _Listener(_answer(7)) as bad:
-        assert await _ask(broker_reachable(good, timeout_s=1.0)) is True
+        assert await broker_reachable(good, timeout_s=1.0)() is True
         with pytest.raises(ConnectionError):
-            await _ask(broker_reachable(bad, timeout_s=1.0))
+            await broker_reachable(bad, timeout_s=1.0)()
         # On TLS listeners only the connection is checked.
-        assert await _ask(broker_reachable(bad, timeout_s=1.0, security_protocol="SSL")) is True
+        assert await broker_reachable(bad, timeout_s=1.0, security_protocol="SSL")() is True
