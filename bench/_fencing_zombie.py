@@ -41,6 +41,8 @@ from _fencing_common import (
     _value,
 )
 
+from pricing_ha.local.procs import freeze
+
 ZOMBIE_LIFETIME_S = 120.0
 #: The script a zombie child runs (``relay_fencing.py --zombie ...``, see its ``main``).
 SCRIPT = Path(__file__).resolve().parent / "relay_fencing.py"
@@ -140,7 +142,7 @@ def zombie_round(bootstrap: str, topic: str, partition: int, per_txn: int, log: 
             row["failed"] = f"the zombie did not commit 20 transactions: {child.events[-3:]}"
             return row
         time.sleep(random.uniform(0, 0.05))
-        os.kill(child.proc.pid, signal.SIGSTOP)
+        freeze(child.proc.pid)  # returns once every thread of it has stopped
         stopped = time.monotonic()
         row["zombie_commits_before_stop"] = child.count("commit")
         time.sleep(0.3)  # whatever the child had sent is now handled by the broker

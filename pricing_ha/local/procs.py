@@ -34,7 +34,8 @@ def _thread_states(pid: int) -> list[str] | None:
         except OSError:
             continue  # the thread ended meanwhile
         # "tid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ")".
-        states.append(stat[stat.rfind(")") + 2 : stat.rfind(")") + 3])
+        end_of_comm = stat.rfind(")")
+        states.append(stat[end_of_comm + 2 : end_of_comm + 3])
     return states
 
 
@@ -45,12 +46,12 @@ def freeze(pid: int, timeout_s: float = 5.0) -> bool:
     scheduled to take it and has stopped the others, which on a loaded machine can take long
     enough for another thread to answer a request meanwhile (a fault test then sees a
     "paused" broker serve). Returns whether the stop was seen within ``timeout_s`` (True where
-    ``/proc`` is not there to look, or the process is gone).
+    ``/proc`` is not there to look, or the process ended meanwhile).
+
+    Raises:
+        ProcessLookupError: there is no process ``pid`` (as :func:`os.kill`).
     """
-    try:
-        os.kill(pid, signal.SIGSTOP)
-    except ProcessLookupError:
-        return True
+    os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + timeout_s
     while True:
         states = _thread_states(pid)
@@ -92,7 +93,8 @@ class Proc:
     def pause(self) -> None:
         """SIGSTOP: the process freezes (every thread), as on a VM stall; returns once it has."""
         if self.alive():
-            freeze(self.pid)
+            with contextlib.suppress(ProcessLookupError):
+                freeze(self.pid)
 
     def resume(self) -> None:
         """SIGCONT."""

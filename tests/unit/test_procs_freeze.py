@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pricing_ha.local.procs import _thread_states, freeze
+from tests.waiting import wait_for
 
 # Four threads spinning on the CPU: the signal must stop all of them, not only the one that
 # takes it.
@@ -41,11 +42,12 @@ def test_freeze_returns_with_every_thread_stopped_and_sigcont_runs_them_again() 
         assert set(_thread_states(proc.pid) or ["?"]) <= {"T", "t"}
         proc.send_signal(signal.SIGCONT)
         # Runnable again: the spinning threads leave the stopped state.
-        for _ in range(1000):
-            if not set(_thread_states(proc.pid) or []) & {"T", "t"}:
-                break
-        else:
-            raise AssertionError(f"still stopped after SIGCONT: {_thread_states(proc.pid)}")
+        wait_for(
+            lambda: not set(_thread_states(proc.pid) or []) & {"T", "t"},
+            5,
+            lambda: f"the threads to run after SIGCONT: {_thread_states(proc.pid)}",
+            interval_s=0.001,
+        )
     finally:
         proc.kill()
         proc.wait(10)
@@ -53,7 +55,8 @@ def test_freeze_returns_with_every_thread_stopped_and_sigcont_runs_them_again() 
             proc.stdout.close()
 
 
-def test_freeze_of_a_process_that_is_gone_returns_at_once() -> None:
+def test_freeze_of_a_process_that_is_gone_fails_as_kill_does() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(10)  # reaped: no such pid any more
-    assert freeze(proc.pid, timeout_s=0.5) is True
+    with pytest.raises(ProcessLookupError):
+        freeze(proc.pid, timeout_s=0.5)
