@@ -8,23 +8,20 @@ relay's worker; the workers without NELI, leading every partition) against a bro
 from the data read back, that nothing was lost, and that the first successful delivery (a
 delivery callback without error, as the component sees it) came within ``RESUME_BOUND_S`` of
 SIGCONT. The ``steady`` variant, without a pause, also runs against an external broker
-(``PRICING_HA_BOOTSTRAP``), which a test cannot pause.
+(``PRICING_HA_BOOTSTRAP``), which a test cannot pause. The pausing and the recording of
+deliveries, with the timings they rest on, are in :mod:`tests.integration.broker_pause`.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
-import pricing_ha.kafka.producers
 from pricing_ha.config import AppConfig, BrokerConfig, RelayConfig, TopicsConfig
 from pricing_ha.dedupe.relay import RelayStats, RelayWorker
 from pricing_ha.feed.producer import FeedRunSummary, run_feed
@@ -36,6 +33,15 @@ from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import parse_quote
 from pricing_ha.telemetry import Telemetry
+from tests.integration.broker_pause import (
+    MESSAGE_TIMEOUT_MS,
+    Deliveries,
+    MidBatchPause,
+    Target,
+    assert_resumed_in_time,
+    pause_broker,
+    record_deliveries,
+)
 from tests.waiting import wait_for
 
 M = 2
@@ -63,30 +69,12 @@ class _Leading:
         return None
 
 
-# message.timeout.ms of every producer under test (the feed's, the publisher's, the relay's) and
-# the pause. librdkafka notices timeouts in a scan once a second, so a record queued when the
-# pause began fails between T and T + 1 s into it: the pause must outlast T + 1 s for the wedge
-# (and the replacement) to happen in it every time. The feed keeps producing during the pause:
-# what its new producer queues at the replacement (>= T) fails from 2 T on, so the pause must
-# end more than the ~0.5 s a new producer needs for its producer id before then. T = 3 s and a
-# 4.5 s pause leave 0.5 s and 1 s of margin (T = 2 s would leave 0.25 s on each side).
-MESSAGE_TIMEOUT_MS = 3000
-PAUSE_S = 4.5
-RESUME_BOUND_S = 1.0
 INSTRUMENTS = 8
 BACKLOG = 20_000  # quotes queued before a worker starts: it is busy producing when paused
 PAUSE_AT = 1_000  # the publisher's and the relay's record during whose produce the broker stops
 FEED_RATE_HZ = 400.0
 
 Key = tuple[str, int]  # (instrument, seq)
-
-
-@dataclass
-class Target:
-    """The broker a test runs against, and the embedded broker process when it may pause it."""
-
-    bootstrap: str
-    broker: EmbeddedBroker | None
 
 
 @pytest.fixture(params=["steady", "paused"])
@@ -135,141 +123,10 @@ def cfg(target: Target) -> Iterator[AppConfig]:
                 print(f"could not delete a test topic: {exc}")
 
 
-@dataclass
-class Deliveries:
-    """Monotonic times of successful delivery callbacks, by producer ``client.id``."""
-
-    times: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    factory: Callable[[dict[str, Any]], Any] = Producer
-    """Builds a recording producer (for run_feed's producer_factory)."""
-    produced: Counter[str] = field(default_factory=Counter)
-    """Records handed to ``produce``, by ``client.id`` (every generation of its producer)."""
-    before_produce: dict[str, Callable[[int], None]] = field(default_factory=dict)
-    """Called with the record's number (from 1) before ``client.id`` produces it."""
-
-    def count(self, client: str) -> int:
-        """How many records ``client`` has seen acknowledged."""
-        return len(self.times[client])
-
-    def first_after(self, client: str, at: float) -> float | None:
-        """When ``client`` first saw a record acknowledged after ``at``, if it has."""
-        return next((t for t in list(self.times[client]) if t > at), None)
-
-
 @pytest.fixture
 def deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
-    """Records every producer's successful deliveries (the components' own producers too)."""
-    seen = Deliveries()
-
-    class RecordingProducer(Producer):
-        """confluent-kafka's producer, noting when each delivery callback reports success."""
-
-        def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
-            super().__init__(config, **kwargs)
-            self.client = str(config.get("client.id", "?"))
-            self.times = seen.times[self.client]
-
-        def produce(
-            self,
-            topic: str,
-            *args: Any,
-            on_delivery: Callable[..., None] | None = None,
-            **kwargs: Any,
-        ) -> None:
-            client = self.client
-            seen.produced[client] += 1
-            hook = seen.before_produce.get(client)
-            if hook is not None:
-                hook(seen.produced[client])
-            times = self.times
-
-            def delivered(err: Any, msg: Any) -> None:
-                if err is None:
-                    times.append(time.monotonic())
-                if on_delivery is not None:
-                    on_delivery(err, msg)
-
-            kwargs["on_delivery"] = delivered
-            super().produce(topic, *args, **kwargs)
-
-    # The publisher's and the relay's producers come from the ReplaceableProducer's default
-    # factory, which builds pricing_ha.kafka.producers.Producer.
-    monkeypatch.setattr(pricing_ha.kafka.producers, "Producer", RecordingProducer)
-    seen.factory = RecordingProducer
-    return seen
-
-
-def pause_broker(target: Target) -> float:
-    """SIGSTOP the broker for PAUSE_S; return the monotonic time of SIGCONT (always sent)."""
-    assert target.broker is not None
-    target.broker.pause()
-    try:
-        time.sleep(PAUSE_S)  # the fault itself, not a wait for a condition
-    finally:
-        target.broker.resume()
-    return time.monotonic()
-
-
-@dataclass
-class MidBatchPause:
-    """SIGSTOPs the broker from inside a component's ``produce`` call, so that the component
-    is producing when the broker stops (a pause begun from the test's thread can fall between
-    two batches of a component that flushes each one: it then has nothing in flight, and the
-    pause tests nothing). SIGCONT follows PAUSE_S later, from a thread of its own."""
-
-    broker: EmbeddedBroker
-    sigcont: float | None = None
-    _thread: threading.Thread | None = None
-    _started: threading.Event = field(default_factory=threading.Event)
-
-    def arm(self, deliveries: Deliveries, client: str, at: int) -> None:
-        """Pause just before ``client`` produces its record number ``at``."""
-
-        def hook(number: int) -> None:
-            if number == at and self._thread is None:
-                self.broker.pause()
-                self._thread = threading.Thread(target=self._resume, name="sigcont")
-                self._thread.start()
-                self._started.set()
-
-        deliveries.before_produce[client] = hook
-
-    def _resume(self) -> None:
-        try:
-            time.sleep(PAUSE_S)  # the fault itself, not a wait for a condition
-        finally:
-            self.broker.resume()
-            self.sigcont = time.monotonic()
-
-    def wait(self) -> float:
-        """Wait for the pause to start and end; return the monotonic time of SIGCONT."""
-        wait_for(self._started.is_set, 60, "the component to produce", interval_s=0.01)
-        assert self._thread is not None
-        self._thread.join(PAUSE_S + 30)
-        assert self.sigcont is not None, "the broker was not resumed"
-        return self.sigcont
-
-    def disarm(self) -> None:
-        """Make sure the broker runs again (a test that failed before SIGCONT)."""
-        if self._started.is_set() and self._thread is not None:
-            self._thread.join(PAUSE_S + 30)
-        self.broker.resume()
-
-
-def assert_resumed_in_time(deliveries: Deliveries, client: str, sigcont: float) -> float:
-    """Wait for ``client``'s first delivery after SIGCONT; fail if it came too late."""
-    wait_for(
-        lambda: deliveries.first_after(client, sigcont) is not None,
-        30,
-        f"{client} to deliver after SIGCONT",
-        interval_s=0.05,
-    )
-    first = deliveries.first_after(client, sigcont)
-    assert first is not None
-    took = first - sigcont
-    print(f"{client}: first delivery {took:.3f} s after SIGCONT")
-    assert took <= RESUME_BOUND_S, f"{client} delivered again only {took:.3f} s after SIGCONT"
-    return took
+    """Every producer's successful deliveries (:func:`.broker_pause.record_deliveries`)."""
+    return record_deliveries(monkeypatch)
 
 
 def feed_backlog(cfg: AppConfig, count: int) -> dict[str, int]:
