@@ -1,16 +1,32 @@
-"""The successor's grace period: a probe on each partition, and the grace period ended early.
+"""The successor's grace period: a request on each partition, and the grace period ended early.
 
-A relay member that NELI assigns partition k first asks for it: a probe on ``prices[k]``
-("I am next") while in its grace period, watched until the standby tail finds the partition
-*cleanly released* (the latest owner's release marker is the last word), which ends the grace
-period at once (:meth:`GracePeriods.probe`, :meth:`GracePeriods.end_graces`). With fencing, a
-partition not released within ``_FENCED_WAIT_S`` of the probe ends it too: the takeover's
-marker fences whoever still owns it.
+A relay member that NELI assigns partition k first asks for it while in its grace period,
+with a control record on ``prices[k]`` ("I am next"), watched until the standby tail finds the
+partition released, which ends the grace period at once (:meth:`GracePeriods.probe`,
+:meth:`GracePeriods.end_graces`).
 
-What this member noted in asking (when and where its probe was acknowledged, where its tail
-was when it first saw the partition in its grace period, which grace periods a clean release
-ended) is what the takeover (:mod:`.succession`) bases its waits and checks on: it reads it
-here and uses it up.
+**Without fencing the request is the takeover marker itself** (an *early* marker). The old
+owner handing k over stops on seeing it, flushes and writes its release, which lands above the
+marker; the release is the proof that ends the grace period (nothing of that owner's can
+follow it), and the takeover (:mod:`.succession`) then starts under the early marker from the
+marks read up to the release: no marker of its own to write and read back once NELI gives it
+k, which was one produce and one read-back (about 0.1 s of a 0.4 s move on a loaded machine)
+on every planned move's critical path. A takeover marker carries nothing a probe did not
+(both are requests: :mod:`.control`); what changes is that this member's term now begins
+before NELI leads k, so a grace period that ends without leading (revoked meanwhile) ends that
+term before it began (a release saying whether it found k released: :meth:`GracePeriods.probe`),
+and a takeover whose early marker is no longer the latest term writes a new one (the checks
+of :mod:`.succession` then see the other term).
+
+**With fencing the request is a probe**: a takeover marker is written by the partition's
+transactional producer, whose ``init_transactions`` fences the current owner at the broker,
+which must wait until NELI leads k. A partition not released within ``_FENCED_WAIT_S`` of the
+probe ends its grace period too: the takeover's marker fences whoever still owns it.
+
+What this member noted in asking (when and where its request was acknowledged, where its tail
+was when it first saw the partition in its grace period, its early marker and the state just
+below it, which grace periods a clean release ended) is what the takeover bases its waits and
+checks on: it reads it here and uses it up.
 """
 
 from __future__ import annotations
@@ -20,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from pricing_ha.dedupe.control import PROBE
+from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.standby import StandbyTail
 
@@ -28,7 +44,8 @@ __all__ = ["GracePeriods", "GraceSource"]
 
 log = logging.getLogger("pricing_ha.relay")
 
-_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement, and the tail reaching it
+_PROBE_TIMEOUT_S = 1.0  # a request's acknowledgement, and the tail reaching it
+_RELEASE_TIMEOUT_S = 2.0  # the release of an early marker whose grace period ended unled
 # With fencing, a successor whose probe found the partition not released within this long
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
@@ -67,6 +84,11 @@ class GracePeriods:
         # its grace period ended on NELI's evidence before it could)
         self._asked_at: dict[int, int] = {}
         self._waived: set[int] = set()  # grace ended by a clean release: recheck at takeover
+        # Without fencing: partition -> offset of this member's early takeover marker (its
+        # request), until the takeover uses it or the grace period ends unled; and the state
+        # just below it, once the tail has passed it.
+        self._early: dict[int, int] = {}
+        self._early_snap: dict[int, Snapshot] = {}
 
     def probe(
         self,
@@ -75,7 +97,9 @@ class GracePeriods:
         handing_over: set[int],
         of_interest: Callable[[int], bool],
     ) -> list[int]:
-        """Probe the partitions in their grace period not probed yet; the ones just probed.
+        """Ask for the partitions in their grace period not asked for yet (a probe, or without
+        fencing an early takeover marker); the ones just asked for. An early marker whose
+        partition no longer interests this member (its grace period ended unled) is released.
 
         Args:
             grace: the partitions in their grace period now.
@@ -97,6 +121,8 @@ class GracePeriods:
         for partition in [p for p in self._probe_acked if not of_interest(p)]:
             del self._probe_acked[partition]
             self._probe_at.pop(partition, None)
+        for partition in [p for p in self._early if not of_interest(p)]:
+            self._release_early(partition)
         # No probe before the tail has read the partition's history, nor while a stall holds
         # this member off (S + 0.5 s after it woke): either would end a hand-over that should
         # go on until this member can take over (see .succession). Seen in the fault drill: a
@@ -106,24 +132,41 @@ class GracePeriods:
         )
         if not todo or self._neli.recovering():
             return []
-        probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
-        log.info("probed partitions in their grace period: %s", probes)
+        early = not self._control.fencing
+        kind = TAKEOVER if early else PROBE
+        probes = self._control.write_markers(todo, kind, timeout_s=_PROBE_TIMEOUT_S)
+        log.info(
+            "asked for partitions in their grace period (%s markers): %s", kind.decode(), probes
+        )
         self._probes.update(probes)
+        if early:
+            for partition, offset in probes.items():
+                self._early[partition] = offset
+                self._early_snap.pop(partition, None)
         acked = time.monotonic()
         self._probe_acked.update(dict.fromkeys(probes, acked))
         self._probe_at.update(probes)
         return todo
 
-    def end_graces(self) -> None:
-        """End the grace period of each probed partition the tail finds cleanly released
-        (with fencing, also of one not released within ``_FENCED_WAIT_S``: the takeover
-        fences its owner)."""
+    def end_graces(self) -> list[int]:
+        """End the grace period of each partition asked for that the tail finds released:
+        cleanly after the probe, or (an early marker) above or below it with nothing but the
+        marker after (:meth:`~.standby.StandbyTail.released_above`); with fencing, also of one
+        not released within ``_FENCED_WAIT_S`` (the takeover fences its owner). Returns the
+        partitions whose grace period ended."""
         now = time.monotonic()
+        ended = []
         for partition, offset in sorted(self._probes.items()):
-            if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
-                self._waived.add(partition)
+            if partition in self._early:
+                released = self._released_above_early(partition)
+            else:
+                released = self._standby.clean_after(partition, offset)
+            if released and self._neli.end_grace(partition):
+                if partition not in self._early:
+                    self._waived.add(partition)  # (an early marker is rechecked as it is)
                 del self._probes[partition]
-                log.info("partition %d was released cleanly: no grace period", partition)
+                ended.append(partition)
+                log.info("partition %d was released: no grace period", partition)
             elif (
                 self._control.fencing
                 and now - self._probe_acked.get(partition, now) >= _FENCED_WAIT_S
@@ -131,7 +174,50 @@ class GracePeriods:
             ):
                 # Not released (its owner crashed, or is cut off): the takeover fences it.
                 del self._probes[partition]
+                ended.append(partition)
                 log.info("partition %d was not released: taken over by fencing", partition)
+        return ended
+
+    def _early_mark(self, partition: int) -> Snapshot | None:
+        """The state just below this member's early marker on ``partition``, once the tail
+        has passed it."""
+        snap = self._early_snap.get(partition)
+        if snap is None:
+            snap = self._standby.snapshot_at(partition, self._early[partition], 0.0)
+            if snap is not None:
+                self._early_snap[partition] = snap
+        return snap
+
+    def _released_above_early(self, partition: int) -> bool:
+        mark = self._early_mark(partition)
+        return mark is not None and self._standby.released_above(partition, mark) is not None
+
+    def _release_early(self, partition: int) -> None:
+        """End the term of an early marker whose grace period ended without this member
+        leading the partition (revoked meanwhile): a release naming it, which says whether the
+        partition was released when this member stopped asking (``before`` = ``unclean`` if
+        not: an earlier owner may still be emitting, and the partition must not look
+        released). Without it, whoever is next would wait for a release nobody writes."""
+        offset = self._early[partition]
+        mark = self._early_mark(partition)
+        clean = mark is not None and self._standby.released_above(partition, mark) is not None
+        del self._early[partition]
+        self._early_snap.pop(partition, None)
+        released = self._control.write_markers(
+            [partition],
+            RELEASE,
+            _RELEASE_TIMEOUT_S,
+            terms={partition: offset},
+            unclean=() if clean else (partition,),
+        )
+        log.info(
+            "partition %d: grace period ended unled; early takeover marker at offset %d "
+            "released (%s)%s",
+            partition,
+            offset,
+            "clean" if clean else "the partition was not released",
+            "" if partition in released else ": the release was not acknowledged",
+        )
 
     # -- what the takeover reads here, and uses up (.succession) -------------------------------
 
@@ -155,6 +241,18 @@ class GracePeriods:
             if seen is not None:
                 asked[p] = min(asked.get(p, seen), seen)
         return asked
+
+    def take_early(self, partitions: list[int]) -> dict[int, tuple[int, Snapshot | None]]:
+        """This member's early markers on those of ``partitions`` that have one: offset, and
+        the state just below it if the tail has passed it; forgotten here (the takeover
+        starts under the marker, or writes a new one)."""
+        taken = {}
+        for partition in partitions:
+            if partition in self._early:
+                taken[partition] = (self._early[partition], self._early_mark(partition))
+                del self._early[partition]
+                self._early_snap.pop(partition, None)
+        return taken
 
     def waived(self, partition: int) -> bool:
         """Whether a clean release ended ``partition``'s grace period (and no takeover has

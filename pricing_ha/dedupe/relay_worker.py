@@ -26,6 +26,7 @@ the relay simulation (``tests/sim``) drives one with fake clients and a simulate
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from confluent_kafka import Message
@@ -154,6 +155,11 @@ class RelayWorker(PartitionWorker):
             commit=self.commit_async,
         )
         self._next_tend = 0.0
+        # taken up as the grace period ended -> NELI's assignment time then, and how many of
+        # NELI's events had arrived before its grace period ended (see _tend_grace)
+        self._taken_early: dict[int, tuple[float | None, int]] = {}
+        self._events = 0  # NELI's events for this worker so far (counted on the event loop)
+        self._last_event: dict[int, int] = {}  # partition -> the count at its latest event
 
     def start(self) -> None:
         """Start the standby tail, then the worker thread."""
@@ -184,6 +190,14 @@ class RelayWorker(PartitionWorker):
             # waits unread (a hand-over after FENCED is exactly that case).
             return not self._neli.recovering() and self._handovers.may_emit(partition)
         return self._neli.leads(partition)
+
+    def request(self, op: str, partition: int) -> threading.Event:
+        """Queue NELI's event as a command (:class:`~pricing_ha.member.worker.PartitionWorker`),
+        counted first: a partition taken up as its grace period ended is NELI's to report on
+        from its first event after that (:meth:`_tend_taken_early`)."""
+        self._last_event[partition] = self._events
+        self._events += 1
+        return super().request(op, partition)
 
     def hand_over(self, partition: int) -> bool:
         """A revocation (planned, or the session lost) or a fence: keep emitting until the
@@ -272,6 +286,7 @@ class RelayWorker(PartitionWorker):
         self._hot.tend(now)  # partitions paused mid-batch: resumed, or dropped
         self._restarts.tend()
         grace = self._neli.in_grace()
+        self._tend_taken_early()
         self._handovers.tend(grace)
         self._tend_grace(grace)
         self._control.write_checkpoints(now, self._terms, self._may_emit, self.standby.checkpoint)
@@ -289,7 +304,37 @@ class RelayWorker(PartitionWorker):
         if probed:
             self._read_ahead(probed)
         self.read_ahead.tend(of_interest)
-        self._grace.end_graces()
+        # A partition whose grace period just ended is led now (NELI's own heartbeat on it has
+        # long come back): take it up in this turn. NELI's ACQUIRED reaches this thread as an
+        # assign command only after its next evaluation and this thread's next turn (17 and
+        # 48 ms at the median of a loaded machine's planned moves), and finds it active.
+        # NELI reports no REVOKED for a partition it never reported ACQUIRED, so one revoked
+        # in between is let go here (:meth:`_tend_taken_early`).
+        events = self._events
+        led = [p for p in self._grace.end_graces() if self._neli.leads(p)]
+        if led:
+            self.wanted.update(led)
+            for p in led:
+                self._taken_early[p] = (self._neli.assigned_since(p), events)
+            self._take_up(led)
+
+    def _tend_taken_early(self) -> None:
+        """Let go of a partition taken up as its grace period ended that NELI no longer
+        assigns to this member (or assigned again since), as a revocation would (handed over,
+        or stopped), in case NELI revoked it before reporting it ACQUIRED (then no REVOKED
+        follows). A revocation that does reach this thread later finds it handed over
+        already, or not worked on."""
+        for partition, (since, events) in list(self._taken_early.items()):
+            if partition not in self.wanted or self._last_event.get(partition, -1) >= events:
+                # NELI has reported an event for it since: its own events take it from here.
+                del self._taken_early[partition]
+            elif self._neli.assigned_since(partition) != since:
+                del self._taken_early[partition]
+                self.wanted.discard(partition)
+                self.deferred.pop(partition, None)
+                if partition in self.active and not self.hand_over(partition):
+                    self.drop(partition)
+                log.info("partition %d revoked before NELI reported it acquired", partition)
 
     def _read_ahead(self, partitions: list[int]) -> None:
         """Read partitions in their grace period ahead (:mod:`.read_ahead`), unless already."""

@@ -297,32 +297,48 @@ class StandbyTail:
                 self._changed.wait(min(left, 0.05))
 
     def released_above(self, partition: int, mark: Snapshot) -> Snapshot | None:
-        """The state of ``partition`` as the tail has read it, if the previous owner's release
-        landed above this member's takeover marker ``mark`` and nothing else happened there
-        since: the marker is still the latest term, the release names the term below it
-        (``mark.term``), no price follows the release, and no other member asked for the
-        partition after the marker. ``None`` otherwise.
+        """The state of ``partition`` as the tail has read it, if nobody can append to it but
+        the owner of this member's takeover marker ``mark``: the marker is still the latest
+        term, no other member asked for the partition after it, and either
 
-        That owner saw the marker, stopped, flushed and released: everything it produced lies
-        below its release, so the marks read up to here are complete, and a takeover can start
-        from them under the marker's term instead of marking the end a second time (one more
-        produce and read-back on a move's critical path: 0.1-0.3 s on a loaded machine).
+        * the previous owner's release landed above the marker, naming the term below it
+          (``mark.term``), with no price after the release: that owner saw the marker,
+          stopped, flushed and released, so everything it produced lies below its release; or
+        * the partition was cleanly released (or never owned) below the marker, and no price
+          has followed the marker (an early marker, written in the grace period: see
+          :mod:`.grace_period`).
+
+        ``None`` otherwise. The marks read up to here are then complete, and a takeover can
+        start from them under the marker's term instead of marking the end a second time (one
+        more produce and read-back on a move's critical path: 0.1-0.3 s on a loaded machine).
         """
         with self._changed:
             view = self.views[partition]
             if (
-                mark.term < 0
-                or view.position <= mark.offset
+                view.position <= mark.offset
                 or view.term != mark.offset
+                or view.requested_after(mark.offset, self._me)
+            ):
+                return None
+            if mark.clean:
+                if view.last_data > mark.offset:
+                    return None
+            elif (
+                mark.term < 0
                 or view.released_term != mark.term
                 or view.released_at <= mark.offset
                 or view.last_data > view.released_at
-                or view.requested_after(mark.offset, self._me)
             ):
                 return None
             return Snapshot(
                 mark.offset, dict(view.high), True, mark.term, mark.handing_over, mark.term_wall
             )
+
+    def latest_term(self, partition: int) -> int:
+        """The offset of the latest takeover marker the tail has read on ``partition`` (-1:
+        none)."""
+        with self._changed:
+            return self.views[partition].term
 
     def unrequested_within(
         self,

@@ -143,15 +143,28 @@ class Succession:
         after the marker, ends it: the marks read up to the release are complete, and the
         takeover starts under this marker. Otherwise it marks the end again, so that it starts
         after the old owner's last record. See the module docstring for the other waits.
+
+        Without fencing the marker was usually written in the grace period already (an early
+        marker: :meth:`_from_early_markers`), and in a planned move the old owner's release
+        lies above it by now: the takeover starts at once, with no marker to write.
         """
-        snaps = self._mark_ends(partitions, deferred)
+        early = self._from_early_markers(partitions)
+        snaps = self._mark_ends([p for p in partitions if p not in early], deferred)
+        snaps.update(early)
         self._defer_late_terms(partitions, snaps, deferred)
+        for p in sorted(early):
+            from_release = None if p in deferred else self._standby.released_above(p, snaps[p])
+            if from_release is not None:
+                snaps[p] = from_release
+                del early[p]
         waits = {
             p: wait
             for p, snap in snaps.items()
             # Fenced: the previous owner's producer can no longer append, nothing to wait for.
             if not snap.clean and not self._control.fencing and not self._grace.waived(p)
-            if p not in deferred and (wait := self._unclean_wait(p, snap)) > 0
+            # An early marker not released above always ends in a marker written now: the old
+            # owner may have emitted above the early one before it saw it.
+            if p not in deferred and ((wait := self._unclean_wait(p, snap)) > 0 or p in early)
         }
         unclean = sorted(waits)
         now = time.monotonic()
@@ -216,6 +229,32 @@ class Succession:
                     continue
             ready.append((partition, snap))
         return ready
+
+    def _from_early_markers(self, partitions: list[int]) -> dict[int, Snapshot]:
+        """The partitions whose takeover goes on under this member's early marker (written in
+        its grace period: :mod:`.grace_period`), each with the state just below the marker.
+
+        An early marker stands for one written now if it is still the latest term on
+        ``prices[k]`` (and, if the partition was released below it, no price has followed
+        it): the checks below run on the state just below it as on a new marker's. Where the
+        previous owner's release lies above it (a planned move) the takeover starts at once
+        from the marks read up to the release (:meth:`~.standby.StandbyTail.released_above`);
+        where not, the waits run on it and a new marker follows them, since that owner may
+        have emitted above the early marker before it saw it. Otherwise (another member's
+        term since, a price after a clean release, or the tail never saw it) the takeover
+        writes a new marker at once; the early one stays below it as a term this member
+        never began, and the checks see the other term.
+        """
+        found: dict[int, Snapshot] = {}
+        for partition, (offset, seen) in self._grace.take_early(partitions).items():
+            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
+            mark = seen or self._standby.snapshot_at(partition, offset, _CATCH_UP_S)
+            if mark is None or self._standby.latest_term(partition) != offset:
+                continue
+            if mark.clean and self._standby.released_above(partition, mark) is None:
+                continue  # a price (or another member's request) after a clean marker
+            found[partition] = mark
+        return found
 
     def _defer_late_terms(
         self,

@@ -67,5 +67,6 @@ class SimNeli:
             return False
         w.grace_until[partition] = w.clock.now
         w.note(f"{self._name} ends grace of {partition}")
-        w.acquired(partition)
+        # As NELI does: leads() answers True at once; ACQUIRED follows at its next evaluation
+        # (the world's next tick), and until then a revocation reports nothing.
         return True

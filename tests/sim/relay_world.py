@@ -232,6 +232,11 @@ class World:
         self.fenced.discard((old, partition))
         if was_fenced:
             return  # it already unassigned when fenced
+        if (zombie_s <= 0 or planned) and not self.acquired_sent.get(partition):
+            # NELI reports REVOKED only for a partition it reported ACQUIRED (or FENCED):
+            # one revoked before that (its grace period ended moments ago) gets no event.
+            self.note(f"{old} revoked from {partition} before ACQUIRED: no event")
+            return
         if planned:
             self._command(old, "handover", partition)
         elif zombie_s > 0:

@@ -320,3 +320,90 @@ def test_a_fenced_owner_still_assigned_goes_on_past_the_hand_over_bound() -> Non
         assert 0 not in a._handovers
         assert a.stats.takeovers == takeovers  # went on under its term
         _group_reforms_without_a(world, workers, raw)
+
+
+def _takeover_markers(world: Any, partition: int, relay: str) -> list[int]:
+    """Offsets of ``relay``'s takeover markers on ``prices[partition]``."""
+    found = []
+    for msg in world.topic(world.prices)[partition]:
+        headers = dict(msg.headers() or [])
+        if headers.get("pricing-ha-control") == b"takeover" and headers.get("relay") == (
+            relay.encode()
+        ):
+            found.append(msg.offset())
+    return found
+
+
+def _planned_move_to_b(world: Any, workers: dict[str, Any], raw: Any) -> None:
+    """A hands partition 0 over to B (planned), both turning, prices arriving; until B asks."""
+    apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
+    for _ in range(20):
+        if workers["B"]._grace._probes:
+            return
+        _relay_for(world, workers, raw, "AB", 0.05)
+    raise AssertionError("B never asked for partition 0 in its grace period")
+
+
+def test_a_planned_move_starts_under_the_marker_written_in_the_grace_period() -> None:
+    """Without fencing the successor's request in its grace period is its takeover marker;
+    the old owner stops on seeing it and releases above it, which ends the grace period, and
+    the successor takes the partition up in that same turn, under that marker: no second
+    marker, no wait for NELI's ACQUIRED event, exactly once."""
+    world, workers, raw = _two_members(seqs=200)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        _planned_move_to_b(world, workers, raw)
+        early = _takeover_markers(world, 0, b._control._member)
+        assert len(early) == 1, "the request in the grace period is not a takeover marker"
+        for _ in range(40):
+            apply_step(world, workers, ("advance", 0.01), raw)
+            world.pump()
+            _turn(world, a, 50)  # sees the marker: stops, flushes, releases
+            world.pump()
+            b.tend()  # no tick in between: ACQUIRED has not reached B's worker
+            if 0 in b.active:
+                break
+        assert 0 in b.active, "the release did not end B's grace period and take-up"
+        assert not world.acquired_sent.get(0), "taken up only after NELI's ACQUIRED"
+        assert b._terms[0] == early[0], "the takeover did not start under the early marker"
+        _relay_for(world, workers, raw, "AB", 2.0)
+        assert _takeover_markers(world, 0, b._control._member) == early
+        assert b.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations
+
+
+def test_a_partition_revoked_before_nelis_acquired_is_let_go() -> None:
+    """B takes partition 0 up the moment its grace period ends, before NELI reports it
+    ACQUIRED; the group then gives 0 back to A before that report, and NELI (which reports
+    REVOKED only for what it reported ACQUIRED) says nothing to B. B must let go on its own
+    (hand it over), or it would keep the partition forever and A's takeover would wait on
+    it; A takes it up again and ``prices`` stays exactly once."""
+    world, workers, raw = _two_members(seqs=300)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        _planned_move_to_b(world, workers, raw)
+        for _ in range(40):
+            apply_step(world, workers, ("advance", 0.01), raw)
+            world.pump()
+            _turn(world, a, 50)
+            world.pump()
+            b.tend()
+            if 0 in b.active:
+                break
+        assert 0 in b.active
+        assert not world.acquired_sent.get(0)
+        world.move(0, "A", planned=True, zombie_s=0.0)  # no event reaches B
+        world.clock.advance(0.03)
+        _turn(world, b, 50)
+        assert 0 not in b.wanted, "B still wants a partition NELI no longer assigns it"
+        _relay_for(world, workers, raw, "AB", 4.0)
+        assert 0 in a.active
+        assert 0 not in b.active
+        assert a.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations

@@ -15,6 +15,7 @@ from pricing_ha.dedupe.control import (
     RELEASE,
     TAKEOVER,
     PartitionView,
+    Snapshot,
     control_kind,
 )
 from pricing_ha.kafka.headers import CONTROL_HEADER
@@ -211,6 +212,40 @@ def test_a_release_above_the_marker_does_not_count_after_anything_else() -> None
     assert not released_above(("probe", "r3/ccc"), ("release", "old"))
     assert not released_above(("release", "old"), ("takeover", "r3/ccc"))
     assert not released_above(("release", "other"))
+
+
+def test_a_marker_above_a_clean_release_stands_until_anything_follows_it() -> None:
+    """An early takeover marker (written in the grace period) above a partition released
+    cleanly: the marks below it are complete as long as nothing but the marker follows (no
+    price, no other member's request or term)."""
+
+    def start_from(*after: str) -> Snapshot | None:
+        log = Log(1)
+        old = log.control(0, TAKEOVER, "r2/aaa:1")
+        log.price(0, "EURUSD", 4)
+        log.control(0, RELEASE, "r2/aaa:2", term=old)
+        mine = log.control(0, TAKEOVER, f"{TOKEN}:3")
+        for what in after:
+            if what == "price":
+                log.price(0, "EURUSD", 5)
+            elif what == "own probe":
+                log.control(0, PROBE, f"{TOKEN}:4")
+            else:
+                log.control(0, PROBE if what == "probe" else TAKEOVER, "r3/ccc:9")
+        tail = tail_of(log)
+        read_to_end(tail, log)
+        mark = tail.snapshot_at(0, mine, 0)
+        assert mark is not None
+        assert mark.clean
+        return tail.released_above(0, mark)
+
+    snap = start_from()
+    assert snap is not None
+    assert (snap.clean, snap.high) == (True, {"EURUSD": 4})
+    assert start_from("own probe") is not None
+    assert start_from("price") is None
+    assert start_from("probe") is None
+    assert start_from("takeover") is None
 
 
 def test_a_wait_for_a_release_gives_up_when_asked() -> None:
