@@ -13,8 +13,8 @@ marks read up to the release: no marker of its own to write and read back once N
 k, which was one produce and one read-back (about 0.1 s of a 0.4 s move on a loaded machine)
 on every planned move's critical path. A takeover marker carries nothing a probe did not
 (both are requests: :mod:`.control`); what changes is that this member's term now begins
-before NELI leads k, so a grace period that ends without leading (revoked meanwhile) ends that
-term before it began (a release saying whether it found k released: :meth:`GracePeriods.probe`),
+before NELI leads k, so a partition revoked before this member took it up ends that term
+before it began (a release saying whether it found k released: :meth:`GracePeriods.probe`),
 and a takeover whose early marker is no longer the latest term writes a new one (the checks
 of :mod:`.succession` then see the other term).
 
@@ -45,7 +45,7 @@ __all__ = ["GracePeriods", "GraceSource"]
 log = logging.getLogger("pricing_ha.relay")
 
 _PROBE_TIMEOUT_S = 1.0  # a request's acknowledgement, and the tail reaching it
-_RELEASE_TIMEOUT_S = 2.0  # the release of an early marker whose grace period ended unled
+_RELEASE_TIMEOUT_S = 2.0  # the release of an early marker whose partition was revoked
 # With fencing, a successor whose probe found the partition not released within this long
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
 # An owner handing over sees the probe and releases well within it (a tail read and a commit).
@@ -60,6 +60,9 @@ class GraceSource(Protocol):
 
     def recovering(self) -> bool:
         """Whether a stall holds this member off leading anything now."""
+
+    def assigned_since(self, partition: int) -> float | None:
+        """When ``partition`` was assigned to this member, or ``None`` if it is not."""
 
 
 class GracePeriods:
@@ -99,7 +102,7 @@ class GracePeriods:
     ) -> list[int]:
         """Ask for the partitions in their grace period not asked for yet (a probe, or without
         fencing an early takeover marker); the ones just asked for. An early marker whose
-        partition no longer interests this member (its grace period ended unled) is released.
+        partition was revoked before this member took it up is released.
 
         Args:
             grace: the partitions in their grace period now.
@@ -121,7 +124,11 @@ class GracePeriods:
         for partition in [p for p in self._probe_acked if not of_interest(p)]:
             del self._probe_acked[partition]
             self._probe_at.pop(partition, None)
-        for partition in [p for p in self._early if not of_interest(p)]:
+        # (Not merely "not led": a grace period ended early leaves the partition unled until
+        # this member's own first heartbeat on it has come back.)
+        for partition in [
+            p for p in self._early if not of_interest(p) and self._neli.assigned_since(p) is None
+        ]:
             self._release_early(partition)
         # No probe before the tail has read the partition's history, nor while a stall holds
         # this member off (S + 0.5 s after it woke): either would end a hand-over that should
@@ -193,8 +200,8 @@ class GracePeriods:
         return mark is not None and self._standby.released_above(partition, mark) is not None
 
     def _release_early(self, partition: int) -> None:
-        """End the term of an early marker whose grace period ended without this member
-        leading the partition (revoked meanwhile): a release naming it, which says whether the
+        """End the term of an early marker whose partition NELI revoked before this member
+        took it up: a release naming it, which says whether the
         partition was released when this member stopped asking (``before`` = ``unclean`` if
         not: an earlier owner may still be emitting, and the partition must not look
         released). Without it, whoever is next would wait for a release nobody writes."""
@@ -211,7 +218,7 @@ class GracePeriods:
             unclean=() if clean else (partition,),
         )
         log.info(
-            "partition %d: grace period ended unled; early takeover marker at offset %d "
+            "partition %d: revoked before it was taken up; early takeover marker at offset %d "
             "released (%s)%s",
             partition,
             offset,
