@@ -14,7 +14,11 @@ The kinds of control record on ``prices[k]``:
   acknowledged before this record was written (header ``term`` = t). A member revoked while
   taking k up releases the term it never began; if it found k not released below its
   takeover marker, the release says so (header ``before`` = ``unclean``) and does not count
-  as one: the owner of the earlier term may still be emitting.
+  as one: the owner of the earlier term may still be emitting. It then also names that
+  earlier term (headers ``below`` and ``below_wall``): if the term it ends is still the
+  latest, readers take the earlier one as the latest again, so a term that never began hides
+  nothing from whoever is next (the earlier owner's hand-over announcement above all, which
+  tells a successor to wait for its output to drain).
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
@@ -154,9 +158,19 @@ class PartitionView:
             self.handover_term = int(term) if term.isdigit() else -2
         elif kind == KEPT and values.get("term", b"") == str(self.handover_term).encode():
             self.handover_term = -1
-        elif kind == RELEASE and values.get("before") != b"unclean":
-            # (A release saying it found the partition unclean ends a term that never began:
-            # an earlier owner may still be emitting, so the partition stays unreleased.)
+        elif kind == RELEASE and values.get("before") == b"unclean":
+            # A release saying it found the partition unclean ends a term that never began: an
+            # earlier owner may still be emitting, so the partition stays unreleased, and if
+            # that term is still the latest, the one below it is the latest again (its owner's
+            # announcement, if any, counts again: it may still be handing over).
+            below = _signed(values.get("below", b""))
+            if below is not None and -1 <= below < self.term == _signed(values.get("term", b"")):
+                self.term = below
+                try:
+                    self.term_wall = float(values.get("below_wall", b"-1"))
+                except ValueError:
+                    self.term_wall = -1.0
+        elif kind == RELEASE:
             term = values.get("term", b"")
             released = int(term) if term.isdigit() else -2
             if 0 <= released < self.term and self.released_term == self.term:
@@ -208,6 +222,12 @@ class PartitionView:
         if doc.get("v") != 1 or not 0 <= view.position <= offset:
             return None
         return view
+
+
+def _signed(raw: bytes) -> int | None:
+    """A header's integer value (may be negative), or ``None``."""
+    digits = raw[1:] if raw.startswith(b"-") else raw
+    return int(raw) if digits.isdigit() else None
 
 
 def _int(value: object) -> int:

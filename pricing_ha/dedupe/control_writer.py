@@ -82,6 +82,7 @@ class ControlWriter:
         *,
         terms: Mapping[int, int] | None = None,
         unclean: Collection[int] = (),
+        below: Mapping[int, tuple[int, float]] | None = None,
     ) -> dict[int, int]:
         """Write a control record of ``kind`` to ``prices[k]`` for each k; return the offsets.
 
@@ -89,7 +90,9 @@ class ControlWriter:
         ``marker`` header that starts with this member's :attr:`token` (so its own standby
         tail recognises it); a release also names its ``term`` (from ``terms``), and the
         release of a term that ends before it began says, for the partitions in ``unclean``,
-        that it found ``prices[k]`` not released (header ``before`` = ``unclean``). Kinds and
+        that it found ``prices[k]`` not released (header ``before`` = ``unclean``) and, for the
+        partitions in ``below``, which term (and its marker's timestamp) lay below the term it
+        ends, so that readers take that term as the latest again. Kinds and
         what they prove: :mod:`pricing_ha.dedupe.control`. Partitions whose record was not
         acknowledged within ``timeout_s`` are missing from the result.
         """
@@ -122,6 +125,10 @@ class ControlWriter:
                 headers.append(("term", str(terms[partition]).encode()))
             if partition in unclean:
                 headers.append(("before", b"unclean"))
+                if below is not None and partition in below:
+                    term_below, wall_below = below[partition]
+                    headers.append(("below", str(term_below).encode()))
+                    headers.append(("below_wall", repr(wall_below).encode()))
             producer.produce(
                 self._topic,
                 key=None,

@@ -44,7 +44,12 @@ __all__ = ["GracePeriods", "GraceSource"]
 
 log = logging.getLogger("pricing_ha.relay")
 
-_PROBE_TIMEOUT_S = 1.0  # a request's acknowledgement, and the tail reaching it
+_PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement
+# An early marker's acknowledgement is waited for until it has either landed or failed: its
+# message.timeout.ms (the relay's output timeout), plus up to this long (librdkafka looks for
+# timed-out records once a second), plus margin. One given up on sooner could still land,
+# unknown to this member, as a term nobody ends (and a term that hides the one below it).
+_EXPIRY_SCAN_S = 1.2
 _RELEASE_TIMEOUT_S = 2.0  # the release of an early marker whose partition was revoked
 # With fencing, a successor whose probe found the partition not released within this long
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
@@ -70,12 +75,21 @@ class GracePeriods:
 
     Args:
         standby: this member's tail of ``prices``.
-        control: writes the member's probes.
+        control: writes the member's requests (probes, early markers) and releases.
         neli: ends grace periods, and says whether a stall holds this member off.
+        output_timeout_s: the ``message.timeout.ms`` of the producer the requests go through.
     """
 
-    def __init__(self, standby: StandbyTail, control: ControlWriter, neli: GraceSource) -> None:
+    def __init__(
+        self,
+        standby: StandbyTail,
+        control: ControlWriter,
+        neli: GraceSource,
+        *,
+        output_timeout_s: float = 1.0,
+    ) -> None:
         """Nothing asked for yet."""
+        self._early_timeout_s = output_timeout_s + _EXPIRY_SCAN_S
         self._standby = standby
         self._control = control
         self._neli = neli
@@ -141,7 +155,8 @@ class GracePeriods:
             return []
         early = not self._control.fencing
         kind = TAKEOVER if early else PROBE
-        probes = self._control.write_markers(todo, kind, timeout_s=_PROBE_TIMEOUT_S)
+        timeout_s = self._early_timeout_s if early else _PROBE_TIMEOUT_S
+        probes = self._control.write_markers(todo, kind, timeout_s=timeout_s)
         log.info(
             "asked for partitions in their grace period (%s markers): %s", kind.decode(), probes
         )
@@ -216,6 +231,7 @@ class GracePeriods:
             _RELEASE_TIMEOUT_S,
             terms={partition: offset},
             unclean=() if clean else (partition,),
+            below={} if mark is None else {partition: (mark.term, mark.term_wall)},
         )
         log.info(
             "partition %d: revoked before it was taken up; early takeover marker at offset %d "

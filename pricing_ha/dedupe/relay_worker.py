@@ -130,7 +130,12 @@ class RelayWorker(PartitionWorker):
             resume=self._resume,
             may_resume=self._producers.may_resume,
         )
-        self._grace = GracePeriods(self.standby, self._control, neli)
+        self._grace = GracePeriods(
+            self.standby,
+            self._control,
+            neli,
+            output_timeout_s=cfg.relay.output_timeout_ms / 1000,
+        )
         self._succession = Succession(cfg, self.standby, self._control, neli, self._grace)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)

@@ -29,6 +29,7 @@ fences the previous owner at the broker, so nothing needs waiting for.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -119,6 +120,8 @@ class Succession:
         self._own_markers: dict[int, deque[int]] = {}
         #: What this member noted in asking for partitions in their grace period.
         self._grace = grace
+        #: Per partition, the other member's term a takeover was last deferred for.
+        self._deferred_for: dict[int, int] = {}
 
     # -- the takeover -------------------------------------------------------------------------
 
@@ -206,7 +209,7 @@ class Succession:
                 )
             again = [p for p in unclean if p not in released]
             if again:
-                snaps.update(self._mark_ends(again, deferred))
+                snaps.update(self._mark_again(again, snaps, deferred))
         ready = []
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:
@@ -274,12 +277,19 @@ class Succession:
         (three times: once with a probe, once for a member a stall had kept from probing, and
         once for a member whose worker did not run at all in its grace period, so it had
         noted nothing: the assignment time is the one record that cannot be missed).
+
+        Once only per such term: the retry, a grace period later, finds a zombie fenced by
+        then, and takes the partition over with the usual waits for that term's output. (The
+        release of this member's marker makes that term the latest again; deferring on it
+        each time left a partition whose other owner never released it deferred for good,
+        the relay simulation again.)
         """
         probed = self._grace.take_asked(partitions)
         for p, snap in snaps.items():
-            if snap.clean or self._control.fencing:
+            if snap.clean or self._control.fencing or self._deferred_for.get(p) == snap.term:
                 continue
             if snap.term > probed.get(p, snap.term) or self._term_after_assignment(p, snap):
+                self._deferred_for[p] = snap.term
                 deferred[p] = self._end_unbegun(
                     p,
                     snap,
@@ -350,9 +360,36 @@ class Succession:
             MARKER_TIMEOUT_S,
             terms={partition: snap.offset},
             unclean=() if snap.clean else (partition,),
+            below={partition: (snap.term, snap.term_wall)},
         )
         self._grace.drop_waiver(partition)
         return TakeoverDeferredError(why, retry_after_s=retry_after_s)
+
+    def _mark_again(
+        self,
+        partitions: list[int],
+        first: dict[int, Snapshot],
+        deferred: dict[int, TakeoverDeferredError],
+    ) -> dict[int, Snapshot]:
+        """Mark the end again after the waits: new markers, and the state just below each.
+
+        The latest term below a new marker is then this member's first marker, a term that
+        never began; each snapshot names the term below *that* one instead (the previous
+        owner's, and whether it was handing over), so that a release of this term, should it
+        end before it began, makes that term the latest again and hides nothing
+        (:meth:`_end_unbegun`).
+        """
+        marked = self._mark_ends(partitions, deferred)
+        for p, snap in marked.items():
+            below = first[p]
+            if snap.term == below.offset:
+                marked[p] = dataclasses.replace(
+                    snap,
+                    term=below.term,
+                    term_wall=below.term_wall,
+                    handing_over=below.handing_over,
+                )
+        return marked
 
     def _mark_ends(
         self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]

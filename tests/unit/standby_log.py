@@ -42,11 +42,19 @@ class Log:
             partition, key=instrument.encode(), value=encode_price(p), headers=headers
         )
 
-    def control(self, partition: int, kind: bytes, marker: str, term: int | None = None) -> int:
-        """Append a control record."""
+    def control(
+        self,
+        partition: int,
+        kind: bytes,
+        marker: str,
+        term: int | None = None,
+        *extra: tuple[str, bytes],
+    ) -> int:
+        """Append a control record (with ``extra`` headers)."""
         headers = [(CONTROL_HEADER, kind), ("marker", marker.encode())]
         if term is not None:
             headers.append(("term", str(term).encode()))
+        headers.extend(extra)
         return self.append(partition, key=None, value=b"", headers=headers)
 
     # -- the reader surface -------------------------------------------------------------------

@@ -70,6 +70,56 @@ def test_a_hand_over_announcement_counts_for_the_latest_term_only() -> None:
     assert not tail.announced(1, old)
 
 
+def test_a_term_that_never_began_hides_nothing_once_its_writer_ends_it() -> None:
+    """r3 wrote a takeover marker above r2's term while r2 was handing the partition over, and
+    was revoked before it began (an early marker). Its release says it found the partition
+    unreleased and names the term below: a successor then finds r2's term the latest again,
+    and r2 still handing over (so it waits for r2's output to drain). Without the names, r3's
+    term would stay the latest and r2's announcement would not count."""
+
+    def successor_sees(*below: tuple[str, bytes]) -> Snapshot:
+        log = Log(1)
+        old = log.control(0, TAKEOVER, "r2/xyz:1")
+        log.control(0, HANDOVER, "r2/xyz:2", old)
+        log.price(0, "EURUSD", 1)
+        unbegun = log.control(0, TAKEOVER, "r3/qqq:1")
+        log.price(0, "EURUSD", 2)  # r2's, in flight when the marker landed
+        log.control(0, RELEASE, "r3/qqq:2", unbegun, ("before", b"unclean"), *below)
+        mine = log.control(0, TAKEOVER, f"{TOKEN}:1")
+        tail = tail_of(log)
+        read_to_end(tail, log)
+        snap = tail.snapshot_at(0, mine, 0)
+        assert snap is not None
+        assert not snap.clean
+        assert snap.high == {"EURUSD": 2}
+        return snap
+
+    snap = successor_sees(("below", b"0"), ("below_wall", b"1700000000.5"))
+    assert (snap.term, snap.term_wall, snap.handing_over) == (0, 1700000000.5, True)
+    legacy = successor_sees()
+    assert (legacy.term, legacy.handing_over) == (3, False)
+
+
+def test_the_release_of_a_term_that_never_began_restores_only_the_latest() -> None:
+    """Named below a term that is no longer the latest (another member took over since), or
+    below a term never owned, the release restores what it should and nothing else."""
+    log = Log(1)
+    log.control(0, TAKEOVER, "r2/xyz:1")
+    unbegun = log.control(0, TAKEOVER, "r3/qqq:1")
+    later = log.control(0, TAKEOVER, "r4/www:1")
+    log.control(0, RELEASE, "r3/qqq:2", unbegun, ("before", b"unclean"), ("below", b"0"))
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    assert tail.latest_term(0) == later
+    fresh = Log(1)
+    first = fresh.control(0, TAKEOVER, "r3/qqq:1")
+    fresh.control(0, RELEASE, "r3/qqq:2", first, ("before", b"unclean"), ("below", b"-1"))
+    tail = tail_of(fresh)
+    read_to_end(tail, fresh)
+    assert tail.latest_term(0) == -1
+    assert tail.views[0].clean  # never owned again
+
+
 def test_the_owners_tail_sees_its_announcement_only_while_its_term_is_the_latest() -> None:
     log = Log(1)
     term = log.control(0, TAKEOVER, f"{TOKEN}:1")
