@@ -38,6 +38,7 @@ from typing import Protocol
 
 from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.output_producers import outcome_known_after_s
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["GracePeriods", "GraceSource"]
@@ -45,11 +46,6 @@ __all__ = ["GracePeriods", "GraceSource"]
 log = logging.getLogger("pricing_ha.relay")
 
 _PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement
-# An early marker's acknowledgement is waited for until it has either landed or failed: its
-# message.timeout.ms (the relay's output timeout), plus up to this long (librdkafka looks for
-# timed-out records once a second), plus margin. One given up on sooner could still land,
-# unknown to this member, as a term nobody ends (and a term that hides the one below it).
-_EXPIRY_SCAN_S = 1.2
 _RELEASE_TIMEOUT_S = 2.0  # the release of an early marker whose partition was revoked
 # With fencing, a successor whose probe found the partition not released within this long
 # ends its grace period and takes over: its init_transactions fences whoever still owns it.
@@ -78,6 +74,9 @@ class GracePeriods:
         control: writes the member's requests (probes, early markers) and releases.
         neli: ends grace periods, and says whether a stall holds this member off.
         output_timeout_s: the ``message.timeout.ms`` of the producer the requests go through.
+            An early marker's acknowledgement is waited for until it has either landed or
+            failed: one given up on sooner could still land, unknown to this member, as a term
+            nobody ends.
     """
 
     def __init__(
@@ -86,10 +85,10 @@ class GracePeriods:
         control: ControlWriter,
         neli: GraceSource,
         *,
-        output_timeout_s: float = 1.0,
+        output_timeout_s: float,
     ) -> None:
         """Nothing asked for yet."""
-        self._early_timeout_s = output_timeout_s + _EXPIRY_SCAN_S
+        self._early_timeout_s = outcome_known_after_s(output_timeout_s)
         self._standby = standby
         self._control = control
         self._neli = neli
@@ -222,7 +221,7 @@ class GracePeriods:
         released). Without it, whoever is next would wait for a release nobody writes."""
         offset = self._early[partition]
         mark = self._early_mark(partition)
-        clean = mark is not None and self._standby.released_above(partition, mark) is not None
+        clean = self._released_above_early(partition)
         del self._early[partition]
         self._early_snap.pop(partition, None)
         released = self._control.write_markers(

@@ -53,6 +53,18 @@ _APPENDED_EVERY_S = 0.01  # at most one per this interval
 #: (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each relay used 22-24 % of a
 #: core at 800 prices/s, 14-16 % at 10 ms.
 _LINGER_MS = 10
+# librdkafka looks for timed-out records once a second: a record may outlive its
+# message.timeout.ms by up to this long before it fails instead of being sent.
+_EXPIRY_SCAN_S = 1.0
+_EXPIRY_MARGIN_S = 0.2
+
+
+def outcome_known_after_s(message_timeout_s: float) -> float:
+    """How long after it was produced a record of a producer with ``message_timeout_s`` has
+    either landed or been reported failed (a record reported failed may still land in a rare
+    window: ``docs/architecture.md`` §8): the timeout, librdkafka's once-a-second expiry scan,
+    and a margin."""
+    return message_timeout_s + _EXPIRY_SCAN_S + _EXPIRY_MARGIN_S
 
 
 class OutputProducers:

@@ -40,6 +40,7 @@ from pricing_ha.dedupe.control import RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
+from pricing_ha.dedupe.output_producers import outcome_known_after_s
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
 
@@ -50,9 +51,6 @@ log = logging.getLogger("pricing_ha.relay")
 MARKER_TIMEOUT_S = 5.0  # a takeover or release marker's acknowledgement
 _CATCH_UP_S = 5.0  # the standby tail reaching a takeover marker (else: deferred, retried)
 _OWN_MARKERS_KEPT = 8  # this member's latest takeover markers per partition, remembered
-# librdkafka looks for timed-out records once a second: a record may outlive its
-# message.timeout.ms by up to this long before it fails instead of being sent.
-_EXPIRY_SCAN_S = 1.0
 _MARGIN_S = 0.2
 
 
@@ -112,9 +110,7 @@ class Succession:
         ) / 1000
         # From a request (probe or marker) to an owner handing over until all it produced
         # before it saw the request has landed or expired. See _unclean_wait.
-        self._drained_s = (
-            HANDOVER_FRESH_S + relay.output_timeout_ms / 1000 + _EXPIRY_SCAN_S + _MARGIN_S
-        )
+        self._drained_s = HANDOVER_FRESH_S + outcome_known_after_s(relay.output_timeout_ms / 1000)
         #: Per partition, this member's latest takeover markers there (terms it began, or
         #: ended before they began), kept after the terms end.
         self._own_markers: dict[int, deque[int]] = {}
@@ -250,7 +246,7 @@ class Succession:
         """
         found: dict[int, Snapshot] = {}
         for partition, (offset, seen) in self._grace.take_early(partitions).items():
-            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
+            self._note_own(partition, offset)
             mark = seen or self._standby.snapshot_at(partition, offset, _CATCH_UP_S)
             if mark is None or self._standby.latest_term(partition) != offset:
                 continue
@@ -391,6 +387,10 @@ class Succession:
                 )
         return marked
 
+    def _note_own(self, partition: int, offset: int) -> None:
+        """Remember a takeover marker of this member's own on ``partition``."""
+        self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
+
     def _mark_ends(
         self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
     ) -> dict[int, Snapshot]:
@@ -401,7 +401,7 @@ class Succession:
         """
         ends = self._control.write_markers(partitions, TAKEOVER, timeout_s=MARKER_TIMEOUT_S)
         for partition, offset in ends.items():
-            self._own_markers.setdefault(partition, deque(maxlen=_OWN_MARKERS_KEPT)).append(offset)
+            self._note_own(partition, offset)
         snaps: dict[int, Snapshot] = {}
         for partition in partitions:
             deferred.pop(partition, None)

@@ -397,7 +397,7 @@ def test_a_partition_revoked_before_nelis_acquired_is_let_go() -> None:
         assert 0 in b.active
         assert not world.acquired_sent.get(0)
         world.move(0, "A", planned=True, zombie_s=0.0)  # no event reaches B
-        world.clock.advance(0.03)
+        world.clock.advance(0.03)  # past the worker's tend interval (20 ms)
         _turn(world, b, 50)
         assert 0 not in b.wanted, "B still wants a partition NELI no longer assigns it"
         _relay_for(world, workers, raw, "AB", 4.0)
