@@ -248,13 +248,21 @@ class World:
 
     def move(self, partition: int, new: str | None, *, planned: bool, zombie_s: float) -> None:
         """Reassign ``partition`` (to nobody when ``new`` is None)."""
+        now = self.clock.now
         self.note(f"group: {partition} -> {new} planned={planned} zombie={zombie_s:.3f}")
         self._revoke(partition, planned=planned, zombie_s=zombie_s)
         if new is None:
             return
-        self.zombies.pop((new, partition), None)
+        if self.zombies.pop((new, partition), None) is not None:
+            # A zombie assigned the partition again has rejoined the group, so NELI has told
+            # it first that its session was lost (REVOKED), as at the zombie's end (tick).
+            # Dropped silently, the member kept its old term past a revocation NELI never
+            # reports without one (seed 33492: its stale arbiter emitted again what the owner
+            # in between had emitted).
+            self.last_led[partition] = max(self.last_led.get(partition, now), now)
+            self.note(f"{new} fences itself on {partition} (rejoined: its session was lost)")
+            self._command(new, "handover", partition)
         self.owner[partition] = new
-        now = self.clock.now
         self.assigned_at[(new, partition)] = now
         self.grace_until[partition] = now + self.threshold_s
         self.evidence.pop(partition, None)
