@@ -39,6 +39,7 @@ from typing import Protocol
 from pricing_ha.dedupe.control import PROBE, RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.output_producers import outcome_known_after_s
+from pricing_ha.dedupe.own_terms import OwnTerms
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["GracePeriods", "GraceSource"]
@@ -77,6 +78,8 @@ class GracePeriods:
             An early marker's acknowledgement is waited for until it has either landed or
             failed: one given up on sooner could still land, unknown to this member, as a term
             nobody ends.
+        own: the terms this member began (:mod:`.own_terms`): one of them, ended and settled,
+            below an early marker ends the grace period as a release would.
     """
 
     def __init__(
@@ -86,9 +89,11 @@ class GracePeriods:
         neli: GraceSource,
         *,
         output_timeout_s: float,
+        own: OwnTerms,
     ) -> None:
         """Nothing asked for yet."""
         self._early_timeout_s = outcome_known_after_s(output_timeout_s)
+        self._own = own
         self._standby = standby
         self._control = control
         self._neli = neli
@@ -105,6 +110,7 @@ class GracePeriods:
         # just below it, once the tail has passed it.
         self._early: dict[int, int] = {}
         self._early_snap: dict[int, Snapshot] = {}
+        self._early_at: dict[int, float] = {}  # and a monotonic time before it was produced
 
     def probe(
         self,
@@ -155,6 +161,7 @@ class GracePeriods:
         early = not self._control.fencing
         kind = TAKEOVER if early else PROBE
         timeout_s = self._early_timeout_s if early else _PROBE_TIMEOUT_S
+        asked = time.monotonic()
         probes = self._control.write_markers(todo, kind, timeout_s=timeout_s)
         log.info(
             "asked for partitions in their grace period (%s markers): %s", kind.decode(), probes
@@ -163,6 +170,7 @@ class GracePeriods:
         if early:
             for partition, offset in probes.items():
                 self._early[partition] = offset
+                self._early_at[partition] = asked
                 self._early_snap.pop(partition, None)
         acked = time.monotonic()
         self._probe_acked.update(dict.fromkeys(probes, acked))
@@ -172,14 +180,16 @@ class GracePeriods:
     def end_graces(self) -> list[int]:
         """End the grace period of each partition asked for that the tail finds released:
         cleanly after the probe, or (an early marker) above or below it with nothing but the
-        marker after (:meth:`~.standby.StandbyTail.released_above`); with fencing, also of one
+        marker after (:meth:`~.standby.StandbyTail.released_above`), or below an early marker
+        whose latest term is this member's own, ended and settled before the marker
+        (:meth:`~.own_terms.OwnTerms.settled`: as good as released); with fencing, also of one
         not released within ``_FENCED_WAIT_S`` (the takeover fences its owner). Returns the
         partitions whose grace period ended."""
         now = time.monotonic()
         ended = []
         for partition, offset in sorted(self._probes.items()):
             if partition in self._early:
-                released = self._released_above_early(partition)
+                released = self._released_above_early(partition) or self._own_settled(partition)
             else:
                 released = self._standby.clean_after(partition, offset)
             if released and self._neli.end_grace(partition):
@@ -209,6 +219,10 @@ class GracePeriods:
                 self._early_snap[partition] = snap
         return snap
 
+    def _own_settled(self, partition: int) -> bool:
+        mark = self._early_mark(partition)
+        return mark is not None and self._own.settled(partition, mark, self._early_at[partition])
+
     def _released_above_early(self, partition: int) -> bool:
         mark = self._early_mark(partition)
         return mark is not None and self._standby.released_above(partition, mark) is not None
@@ -221,9 +235,11 @@ class GracePeriods:
         released). Without it, whoever is next would wait for a release nobody writes."""
         offset = self._early[partition]
         mark = self._early_mark(partition)
-        clean = self._released_above_early(partition)
+        # (A term of this member's own below it, ended and settled, is as good as released.)
+        clean = self._released_above_early(partition) or self._own_settled(partition)
         del self._early[partition]
         self._early_snap.pop(partition, None)
+        self._early_at.pop(partition, None)
         released = self._control.write_markers(
             [partition],
             RELEASE,
@@ -264,14 +280,19 @@ class GracePeriods:
                 asked[p] = min(asked.get(p, seen), seen)
         return asked
 
-    def take_early(self, partitions: list[int]) -> dict[int, tuple[int, Snapshot | None]]:
-        """This member's early markers on those of ``partitions`` that have one: offset, and
-        the state just below it if the tail has passed it; forgotten here (the takeover
-        starts under the marker, or writes a new one)."""
+    def take_early(self, partitions: list[int]) -> dict[int, tuple[int, Snapshot | None, float]]:
+        """This member's early markers on those of ``partitions`` that have one: offset, the
+        state just below it if the tail has passed it, and a monotonic time before it was
+        produced; forgotten here (the takeover starts under the marker, or writes a new
+        one)."""
         taken = {}
         for partition in partitions:
             if partition in self._early:
-                taken[partition] = (self._early[partition], self._early_mark(partition))
+                taken[partition] = (
+                    self._early[partition],
+                    self._early_mark(partition),
+                    self._early_at.pop(partition),
+                )
                 del self._early[partition]
                 self._early_snap.pop(partition, None)
         return taken

@@ -96,6 +96,9 @@ class RelayOutput:
         self._tally.declare(range(cfg.topics.partitions))
         self._metrics.declare_defects("relay", range(cfg.topics.partitions))
         self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
+        #: partition -> when this member last produced a price there (monotonic; set after
+        #: the produce calls, so never earlier than the last of them: :mod:`.own_terms`).
+        self.last_produced: dict[int, float] = {}
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -115,6 +118,12 @@ class RelayOutput:
         """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""
         if not emissions:
             return True
+        try:
+            return self._produce(partition, emissions)
+        finally:
+            self.last_produced[partition] = time.monotonic()
+
+    def _produce(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
         topic = self._cfg.topics.prices
         now_ns = time.time_ns()
         relay_ns = str(now_ns).encode()

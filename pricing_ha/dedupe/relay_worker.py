@@ -38,7 +38,8 @@ from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.output import RelayOutput
-from pricing_ha.dedupe.output_producers import OutputProducers
+from pricing_ha.dedupe.output_producers import OutputProducers, outcome_known_after_s
+from pricing_ha.dedupe.own_terms import OwnTerms
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.relay_clients import (
@@ -130,13 +131,18 @@ class RelayWorker(PartitionWorker):
             resume=self._resume,
             may_resume=self._producers.may_resume,
         )
-        self._grace = GracePeriods(
-            self.standby,
-            self._control,
-            neli,
-            output_timeout_s=cfg.relay.output_timeout_ms / 1000,
+        output_timeout_s = cfg.relay.output_timeout_ms / 1000
+        self._own = OwnTerms(
+            settle_s=outcome_known_after_s(output_timeout_s),
+            last_produced=self._out.last_produced,
+            held=self._terms.__contains__,
         )
-        self._succession = Succession(cfg, self.standby, self._control, neli, self._grace)
+        self._grace = GracePeriods(
+            self.standby, self._control, neli, output_timeout_s=output_timeout_s, own=self._own
+        )
+        self._succession = Succession(
+            cfg, self.standby, self._control, neli, self._grace, own=self._own
+        )
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
         self._raw = RawInput(
@@ -256,6 +262,7 @@ class RelayWorker(PartitionWorker):
         for partition, snap in self._succession.establish(partitions, deferred):
             self._hot.take_up(partition, snap.high)
             self._terms[partition] = snap.offset
+            self._own.began(partition, snap.offset)
             taken.append(partition)
             took = time.monotonic() - t0
             self.stats.takeovers += 1

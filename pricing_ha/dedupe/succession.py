@@ -41,6 +41,7 @@ from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HANDOVER_FRESH_S
 from pricing_ha.dedupe.output_producers import outcome_known_after_s
+from pricing_ha.dedupe.own_terms import OwnTerms
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
 
@@ -85,6 +86,7 @@ class Succession:
         control: writes the member's markers.
         neli: leadership, grace periods and the previous holder's silence.
         grace: what this member noted in its grace periods (:mod:`.grace_period`).
+        own: the terms this member began, and when it last produced (:mod:`.own_terms`).
     """
 
     def __init__(
@@ -94,6 +96,8 @@ class Succession:
         control: ControlWriter,
         neli: LeadershipSource,
         grace: GracePeriods,
+        *,
+        own: OwnTerms,
     ) -> None:
         """Nothing asked for yet."""
         relay = cfg.relay
@@ -118,6 +122,9 @@ class Succession:
         self._grace = grace
         #: Per partition, the other member's term a takeover was last deferred for.
         self._deferred_for: dict[int, int] = {}
+        self._own = own
+        #: Per partition, a monotonic time before this member's latest marker was produced.
+        self._marked_at: dict[int, float] = {}
 
     # -- the takeover -------------------------------------------------------------------------
 
@@ -156,6 +163,11 @@ class Succession:
             if from_release is not None:
                 snaps[p] = from_release
                 del early[p]
+        # The latest term is this member's own, ended: nothing to guess (.own_terms). Settled
+        # before the marker, it is as good as released; otherwise wait until it has settled
+        # and mark again (its records may have landed above the marker).
+        own = {p for p, snap in snaps.items() if self._own.ended(p, snap)}
+        settled = {p for p in own if self._own.settled(p, snaps[p], self._marked_at[p])}
         waits = {
             p: wait
             for p, snap in snaps.items()
@@ -163,7 +175,9 @@ class Succession:
             if not snap.clean and not self._control.fencing and not self._grace.waived(p)
             # An early marker not released above always ends in a marker written now: the old
             # owner may have emitted above the early one before it saw it.
-            if p not in deferred and ((wait := self._unclean_wait(p, snap)) > 0 or p in early)
+            if p not in deferred
+            and p not in settled
+            and ((wait := self._unclean_wait(p, snap)) > 0 or p in early or p in own)
         }
         unclean = sorted(waits)
         now = time.monotonic()
@@ -245,8 +259,9 @@ class Succession:
         never began, and the checks see the other term.
         """
         found: dict[int, Snapshot] = {}
-        for partition, (offset, seen) in self._grace.take_early(partitions).items():
+        for partition, (offset, seen, asked) in self._grace.take_early(partitions).items():
             self._note_own(partition, offset)
+            self._marked_at[partition] = asked
             mark = seen or self._standby.snapshot_at(partition, offset, _CATCH_UP_S)
             if mark is None or self._standby.latest_term(partition) != offset:
                 continue
@@ -308,6 +323,9 @@ class Succession:
         """How long a takeover whose marker found ``partition`` not released waits for the
         release before it marks the end again (0: not at all). Without fencing only.
 
+        * The latest term is this member's own, ended (:mod:`.own_terms`): until everything
+          it produced there has landed or expired, which it knows first-hand (no release
+          will come: it would be its own).
         * The latest term's owner announced a hand-over below the marker: it emits until it
           sees this member's request (the probe, else this marker), within
           ``HANDOVER_FRESH_S`` of its acknowledgement, and what it produced until then lands
@@ -329,6 +347,8 @@ class Succession:
           After a crash that has passed by the time the successor is assigned, instead of a
           whole grace period.
         """
+        if self._own.ended(partition, snap):
+            return self._own.settles_in(partition)  # its own output: known first-hand
         now = time.monotonic()
         if snap.handing_over:
             return max(0.0, self._grace.acked_at(partition, now) + self._drained_s - now)
@@ -399,9 +419,11 @@ class Succession:
         Partitions whose marker was not acknowledged, or not reached by the tail in time, go
         to ``deferred`` (and are left out of the result).
         """
+        marked_at = time.monotonic()
         ends = self._control.write_markers(partitions, TAKEOVER, timeout_s=MARKER_TIMEOUT_S)
         for partition, offset in ends.items():
             self._note_own(partition, offset)
+            self._marked_at[partition] = marked_at
         snaps: dict[int, Snapshot] = {}
         for partition in partitions:
             deferred.pop(partition, None)

@@ -407,3 +407,59 @@ def test_a_partition_revoked_before_nelis_acquired_is_let_go() -> None:
     checker = Checker(world)
     checker.scan(0)
     assert not checker.violations, checker.violations
+
+
+@pytest.mark.parametrize(("back_after_s", "settled"), [(2.6, True), (0.8, False)])
+def test_a_partition_back_on_its_own_ended_term_waits_only_for_its_own_output(
+    back_after_s: float, settled: bool
+) -> None:
+    """A hands partition 0 over to B, but its output fails: it stops on B's request with no
+    release. B is revoked before it took 0 up (its release of the unbegun term makes A's the
+    latest again), and ``back_after_s`` later the group gives 0 back to A. The latest term is
+    A's own: it knows first-hand when its output settled. Settled before A asked again, the
+    grace period ends at once and A takes 0 up under the marker it asked with; before, it
+    waited out the grace period and the drain of an owner handing over (3.3 s here; 8.7 s of
+    silence in a CI run of the broker-stall test). Not settled yet, the grace period runs,
+    then A marks the end again at once (its output has settled by then). ``prices`` stays
+    exactly once either way."""
+    world, workers, raw = _two_members(evidence_share=0.0, seqs=400)
+    a, b = workers["A"], workers["B"]
+    with simulated_time(world.clock):
+        _a_takes_partition_0(world, workers, raw)
+        apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
+        _relay_for(world, workers, raw, "A", 0.1)  # A announces the hand-over, emits on
+        apply_step(world, workers, ("fail", "A", 0.3), raw)  # its output fails from here
+        _relay_for(world, workers, raw, "A", 0.05)
+        for _ in range(20):
+            _relay_for(world, workers, raw, "B", 0.05)
+            if b._grace._probes:
+                break
+        assert 0 in b._grace._early, "B did not ask with an early marker"
+        _relay_for(world, workers, raw, "AB", 0.3)
+        assert 0 not in a.active, "A did not stop on B's request"
+        assert 0 not in b.active
+        world.move(0, None, planned=True, zombie_s=0.0)  # B revoked before it took 0 up
+        _relay_for(world, workers, raw, "AB", back_after_s)
+        assert 0 not in b._grace._early, "B kept its early marker"
+        world.move(0, "A", planned=True, zombie_s=0.0)
+        assigned = world.clock.now
+        taken = None
+        for _ in range(100):
+            _relay_for(world, workers, raw, "AB", 0.05)
+            if 0 in a.active:
+                taken = world.clock.now
+                break
+        assert taken is not None, "A never took partition 0 up again"
+        asked = [m for m in _takeover_markers(world, 0, a._control._member) if m > 0]
+        assert a._terms[0] == asked[-1]
+        if settled:
+            assert taken - assigned < 0.3, f"waited {taken - assigned:.2f} s for its own term"
+            assert len(asked) == 1, "a second marker after its own settled term"
+        else:
+            assert world.threshold_s <= taken - assigned < world.threshold_s + 0.3
+            assert len(asked) == 2, "no second marker: its records may lie above the first"
+        _relay_for(world, workers, raw, "AB", 1.0)
+        assert a.stats.relayed > 0
+    checker = Checker(world)
+    checker.scan(0)
+    assert not checker.violations, checker.violations
