@@ -90,6 +90,16 @@ def _max_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int:
     return max(gaps, default=0)
 
 
+def _worst_gap_at_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> list[int] | None:
+    """Where the longest gap of :func:`_max_gap_ms` lies: the producer timestamps (ms) of the
+    records before and after it, to line it up with the relays' logs."""
+    pairs = [(a, b) for a, b in itertools.pairwise(recs) if lo_ms <= b[1] <= hi_ms]
+    if not pairs:
+        return None
+    a, b = max(pairs, key=lambda ab: ab[1][1] - ab[0][1])
+    return [a[1], b[1]]
+
+
 def _handover_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int | None:
     """The longest gap at a change of relay (the last record of one, the first of the next)
     whose later record falls in [lo_ms, hi_ms]; None if the partition did not move then.
@@ -239,16 +249,22 @@ class Rounds:
         if not wait_until(taken, 90):
             return None
         time.sleep(1.0)
-        silence, first_s, moved = {}, {}, {}
+        silence, first_s, moved, where = {}, {}, {}, {}
         for p in affected:
             recs = list(tail.records[p])
             first = min((r for r in recs if r[2] != victim and r[1] > at_ms), key=lambda r: r[1])
             silence[p] = _max_gap_ms(recs, at_ms - 1000, first[1] + 1000) / 1000
+            where[p] = _worst_gap_at_ms(recs, at_ms - 1000, first[1] + 1000)
             first_s[p] = round((first[1] - at_ms) / 1000, 3)
             gap = _handover_gap_ms(recs, at_ms - 1000, first[1] + 1000)
             if gap is not None:
                 moved[p] = gap / 1000
-        row.update(silence_s=silence, to_first_record_of_successor_s=first_s, handover_gap_s=moved)
+        row.update(
+            silence_s=silence,
+            to_first_record_of_successor_s=first_s,
+            handover_gap_s=moved,
+            worst_gap_at_ms=where,
+        )
         if how == "sigterm":
             row["exit_code"] = proc.wait(30)
         return row
@@ -277,6 +293,10 @@ class Rounds:
                 for p in range(self.c.partitions)
             },
             "handover_gap_s": moved,
+            "worst_gap_at_ms": {
+                p: _worst_gap_at_ms(list(self.tail.records[p]), join_ms, settled_ms)
+                for p in range(self.c.partitions)
+            },
             "at_ms": round(join_ms),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
             "settled_as": how,
