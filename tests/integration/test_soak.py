@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,10 +21,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def test_long_demo_has_a_clean_verdict(
     run_demo: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    """Three minutes of the demo's faults at a higher rate: still every price exactly once."""
+    """Three minutes of the demo's faults at a higher rate: still every price exactly once.
+
+    The verdict is OK or DEGRADED (exit 0 or 5), never FAILED: DEGRADED is every price
+    exactly once and in order with a silence over the availability bound, which a relay
+    SIGKILL always causes (S + T against a bound of 2 ticks + the reorder window: 0.6 s at
+    20 Hz). Since the demo grew that verdict this test asked for OK and failed every run. The
+    breaches' causes are not checked here: at 800 quotes/s on 2 cores, ``prices.raw`` itself
+    has silences of up to 2 s with no fault near them (the short demo test checks causes).
+    """
     result = run_demo("--duration=180", "--instruments=40", "--rate=20", timeout=800)
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert "VERDICT: OK" in result.stdout
+    out = result.stdout
+    context = out[-3000:] + result.stderr[-2000:]
+    verdict = re.search(r"^VERDICT: (OK|DEGRADED|FAILED) .*\(.*; exit (\d)\)$", out, re.MULTILINE)
+    assert verdict is not None, context
+    state, code = verdict.group(1), int(verdict.group(2))
+    assert state != "FAILED", context
+    assert result.returncode == code == {"OK": 0, "DEGRADED": 5}[state], context
+    assert "every price delivered exactly once, in order" in verdict.group(0), context
+    subscriber = re.search(r"independent subscriber: ok=(\w+) duplicates=(\d+) gaps=(\d+)", out)
+    assert subscriber is not None, context
+    assert subscriber.groups() == ("True", "0", "0"), context
 
 
 def test_random_chaos_keeps_prices_exactly_once(cluster: PricingCluster) -> None:
