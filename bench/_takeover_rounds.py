@@ -86,8 +86,8 @@ class PricesTail:
 
 def _max_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int:
     """Longest gap between consecutive records whose later one falls in [lo_ms, hi_ms]."""
-    gaps = [b[1] - a[1] for a, b in itertools.pairwise(recs) if lo_ms <= b[1] <= hi_ms]
-    return max(gaps, default=0)
+    where = _worst_gap_at_ms(recs, lo_ms, hi_ms)
+    return 0 if where is None else where[1] - where[0]
 
 
 def _worst_gap_at_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> list[int] | None:

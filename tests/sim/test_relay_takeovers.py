@@ -16,36 +16,13 @@ from typing import Any
 import pytest
 
 from pricing_ha.config import RelayConfig
+from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
 from tests.sim.relay_clock import simulated_time
 from tests.sim.relay_schedule import (
     Checker,
     _turn,
     apply_step,
-    build,
 )
-from tests.sim.relay_steps import raw_prices
-
-
-def _two_members(seqs: int | None = None, evidence_share: float | None = None) -> Any:
-    """Members A and B of a relay group on one partition, without fencing; the raw prices."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
-    if evidence_share is not None:
-        world.evidence_share = evidence_share
-    raw = raw_prices(0) if seqs is None else raw_prices(0, seqs=seqs)
-    return world, workers, raw
-
-
-def _a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
-    """Member A owns partition 0 and relays prices arriving steadily (2.5 s of them)."""
-    apply_step(world, workers, ("publish", 0, 10), raw)
-    world.move(0, "A", planned=False, zombie_s=0.0)
-    for _ in range(50):
-        apply_step(world, workers, ("advance", 0.05), raw)
-        apply_step(world, workers, ("publish", 0, 1), raw)
-        world.pump()
-        apply_step(world, workers, ("turn", "A", 50), raw)
-    assert 0 in workers["A"].active
-    assert workers["A"].stats.relayed > 0
 
 
 def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
@@ -54,10 +31,10 @@ def test_a_crash_takeover_uses_the_probe_sent_during_the_grace_period() -> None:
     grace periods in between: the probe's age must survive that, or the takeover waits
     1.2 s for a release the crashed owner never writes (seen in every demo run). NELI has
     no evidence about the previous holder here: the grace period runs in full."""
-    world, workers, raw = _two_members(evidence_share=0.0)
+    world, workers, raw = two_members(evidence_share=0.0)
     b = workers["B"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
         world.pump()
         _turn(world, b, 50)  # in its grace period: the probe
@@ -81,10 +58,10 @@ def test_a_takeover_on_nelis_evidence_waits_only_for_the_old_owners_output(
     The owner announced no hand-over, so no release is waited for; only its output, which
     may be in flight until T + e + output_timeout after that heartbeat, is: not at all after
     S and a rebalance, the rest of that span when the owner was heard from more recently."""
-    world, workers, raw = _two_members(evidence_share=1.0)
+    world, workers, raw = two_members(evidence_share=1.0)
     b = workers["B"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         world.move(0, None, planned=False, zombie_s=0.0)  # A crashes: it never turns again
         world.clock.advance(gone_s)
         world.move(0, "B", planned=False, zombie_s=0.0)
@@ -122,11 +99,11 @@ def test_a_takeover_starts_with_what_it_read_during_the_grace_period() -> None:
     asking for the committed offset and waiting for a first fetch (0.27 s median, 2.4 s at
     worst per takeover in the takeover benchmark before this). No evidence from NELI: the
     grace period runs in full."""
-    world, workers, raw = _two_members(evidence_share=0.0)
+    world, workers, raw = two_members(evidence_share=0.0)
     b = workers["B"]
     b.read_ahead.max_kept = 20_000
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         world.move(0, "B", planned=False, zombie_s=0.0)  # A is gone: it never turns again
         world.pump()
         for _ in range(10):  # the grace period, prices arriving
@@ -153,10 +130,10 @@ def test_a_member_held_off_by_a_stall_does_not_probe_until_it_can_take_over() ->
     """A relay woken from a pause is held off by NELI for S + 0.5 s. Its probe would stop the
     owner handing the partition over to it while it cannot emit yet (the fault drill: ~4 s of
     silence), so it probes only once the stall is over; the owner emits until then."""
-    world, workers, raw = _two_members()
+    world, workers, raw = two_members()
     a, b = workers["A"], workers["B"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         world.stalled_until["B"] = world.clock.now + 1.0
         apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)  # planned: A hands over
         apply_step(world, workers, ("turn", "A", 50), raw)
@@ -185,10 +162,10 @@ def test_an_idle_partition_being_handed_over_emits_when_prices_come() -> None:
     tail looks stale and the input waits. It writes a tick; once its tail has read the tick
     back, it emits again (the fault drill: such partitions were silent through the whole
     hand-over, 2-3 s, until the successor took them up)."""
-    world, workers, raw = _two_members()
+    world, workers, raw = two_members()
     a, b = workers["A"], workers["B"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         for _ in range(30):  # 3 s without prices
             apply_step(world, workers, ("advance", 0.1), raw)
             world.pump()
@@ -212,21 +189,11 @@ def test_an_idle_partition_being_handed_over_emits_when_prices_come() -> None:
 # more random draw per takeover shifted every schedule), without fencing; both went wrong
 
 
-def _relay_for(world: Any, workers: dict[str, Any], raw: Any, names: str, s: float) -> None:
-    """Prices keep arriving for ``s`` seconds while the members ``names`` turn."""
-    for _ in range(round(s / 0.05)):
-        apply_step(world, workers, ("advance", 0.05), raw)
-        apply_step(world, workers, ("publish", 0, 1), raw)
-        world.pump()
-        for name in names:
-            apply_step(world, workers, ("turn", name, 50), raw)
-
-
 def _group_reforms_without_a(world: Any, workers: dict[str, Any], raw: Any) -> None:
     """The group gives partition 0 to B (re-formed without A): B takes it up, A lets go, and
     nothing on ``prices`` is repeated or out of order."""
     world.move(0, "B", planned=False, zombie_s=0.0)
-    _relay_for(world, workers, raw, "AB", 3.0)
+    relay_for(world, workers, raw, "AB", 3.0)
     assert 0 not in workers["A"].active
     assert 0 in workers["B"].active
     assert workers["B"].stats.relayed > 0
@@ -239,16 +206,16 @@ def test_a_fenced_owner_keeps_emitting_until_its_successor_asks() -> None:
     """The owner is fenced (its NELI heartbeat late: a broker or coordinator stall), then its
     session is lost and the partition goes to B: it hands the partition over as in a planned
     move, so ``prices`` keeps flowing until B has asked and taken over, exactly once."""
-    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         world.fence("A", 0)
         apply_step(world, workers, ("stall", "A", 0.5), raw)  # NELI's stall guard: held off
         before = a.stats.relayed
-        _relay_for(world, workers, raw, "A", 0.4)
+        relay_for(world, workers, raw, "A", 0.4)
         assert a.stats.relayed == before, "emitted in a hand-over while the stall guard held"
-        _relay_for(world, workers, raw, "A", 1.0)
+        relay_for(world, workers, raw, "A", 1.0)
         assert 0 in a.active
         assert a.stats.relayed > before, "a fenced owner handing over stopped emitting"
         _group_reforms_without_a(world, workers, raw)
@@ -257,16 +224,16 @@ def test_a_fenced_owner_keeps_emitting_until_its_successor_asks() -> None:
 def test_a_fence_then_resume_goes_on_without_a_takeover() -> None:
     """Fenced, then its heartbeats fresh again with nothing changed: the owner goes on under
     its term (no new takeover marker, no rebuild), emitting throughout."""
-    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         takeovers, term = a.stats.takeovers, a._terms[0]
         world.fence("A", 0)
-        _relay_for(world, workers, raw, "A", 0.5)
+        relay_for(world, workers, raw, "A", 0.5)
         world.resume("A", 0)
         before = a.stats.relayed
-        _relay_for(world, workers, raw, "A", 2.0)
+        relay_for(world, workers, raw, "A", 2.0)
         assert a.stats.relayed > before
         assert a.stats.takeovers == takeovers
         assert a._terms[0] == term
@@ -281,21 +248,21 @@ def test_a_partition_whose_output_fails_while_handed_over_starts_over_in_place()
     starts the partition over in place under the same term (a tick, the standby's marks,
     ``prices.raw`` from its last commit) and keeps emitting until the group gives the
     partition to B, exactly once; before, it dropped the partition, silent until B took it."""
-    world, workers, raw = _two_members(seqs=200)  # (prices keep coming for the whole test)
+    world, workers, raw = two_members(seqs=200)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         term = a._terms[0]
         world.fence("A", 0)
         apply_step(world, workers, ("fail", "A", 0.3), raw)  # what is in flight times out
-        _relay_for(world, workers, raw, "A", 0.3)
+        relay_for(world, workers, raw, "A", 0.3)
         assert 0 in a._restarts or a.stats.delivery_failures > 0
-        _relay_for(world, workers, raw, "A", 0.5)
+        relay_for(world, workers, raw, "A", 0.5)
         assert 0 in a.active, "dropped instead of started over"
         assert 0 not in a._restarts
         assert a._terms[0] == term  # the same term: no takeover of a partition not assigned
         before = a.stats.relayed
-        _relay_for(world, workers, raw, "A", 1.0)
+        relay_for(world, workers, raw, "A", 1.0)
         assert a.stats.relayed > before, "started over, but not emitting"
         _group_reforms_without_a(world, workers, raw)
 
@@ -304,162 +271,19 @@ def test_a_fenced_owner_still_assigned_goes_on_past_the_hand_over_bound() -> Non
     """Fenced for longer than the hand-over's bound, but never revoked (nobody else is
     assigned the partition): the owner keeps emitting under its term, and goes on when NELI
     resumes it; before, the bound dropped the partition, silent until NELI resumed it."""
-    world, workers, raw = _two_members(seqs=600)  # (prices keep coming for the whole test)
+    world, workers, raw = two_members(seqs=600)  # (prices keep coming for the whole test)
     a = workers["A"]
     with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
+        a_takes_partition_0(world, workers, raw)
         takeovers = a.stats.takeovers
         world.fence("A", 0)
-        _relay_for(world, workers, raw, "A", a._handovers.bound_s + 1.0)
+        relay_for(world, workers, raw, "A", a._handovers.bound_s + 1.0)
         assert 0 in a._handovers, "the bound ended a hand-over of a partition still assigned"
         before = a.stats.relayed
-        _relay_for(world, workers, raw, "A", 1.0)
+        relay_for(world, workers, raw, "A", 1.0)
         assert a.stats.relayed > before, "past the bound, no longer emitting"
         world.resume("A", 0)
-        _relay_for(world, workers, raw, "A", 2.0)
+        relay_for(world, workers, raw, "A", 2.0)
         assert 0 not in a._handovers
         assert a.stats.takeovers == takeovers  # went on under its term
         _group_reforms_without_a(world, workers, raw)
-
-
-def _takeover_markers(world: Any, partition: int, relay: str) -> list[int]:
-    """Offsets of ``relay``'s takeover markers on ``prices[partition]``."""
-    found = []
-    for msg in world.topic(world.prices)[partition]:
-        headers = dict(msg.headers() or [])
-        if headers.get("pricing-ha-control") == b"takeover" and headers.get("relay") == (
-            relay.encode()
-        ):
-            found.append(msg.offset())
-    return found
-
-
-def _planned_move_to_b(world: Any, workers: dict[str, Any], raw: Any) -> None:
-    """A hands partition 0 over to B (planned), both turning, prices arriving; until B asks."""
-    apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
-    for _ in range(20):
-        if workers["B"]._grace._probes:
-            return
-        _relay_for(world, workers, raw, "AB", 0.05)
-    raise AssertionError("B never asked for partition 0 in its grace period")
-
-
-def test_a_planned_move_starts_under_the_marker_written_in_the_grace_period() -> None:
-    """Without fencing the successor's request in its grace period is its takeover marker;
-    the old owner stops on seeing it and releases above it, which ends the grace period, and
-    the successor takes the partition up in that same turn, under that marker: no second
-    marker, no wait for NELI's ACQUIRED event, exactly once."""
-    world, workers, raw = _two_members(seqs=200)
-    a, b = workers["A"], workers["B"]
-    with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
-        _planned_move_to_b(world, workers, raw)
-        early = _takeover_markers(world, 0, b._control._member)
-        assert len(early) == 1, "the request in the grace period is not a takeover marker"
-        for _ in range(40):
-            apply_step(world, workers, ("advance", 0.01), raw)
-            world.pump()
-            _turn(world, a, 50)  # sees the marker: stops, flushes, releases
-            world.pump()
-            b.tend()  # no tick in between: ACQUIRED has not reached B's worker
-            if 0 in b.active:
-                break
-        assert 0 in b.active, "the release did not end B's grace period and take-up"
-        assert not world.acquired_sent.get(0), "taken up only after NELI's ACQUIRED"
-        assert b._terms[0] == early[0], "the takeover did not start under the early marker"
-        _relay_for(world, workers, raw, "AB", 2.0)
-        assert _takeover_markers(world, 0, b._control._member) == early
-        assert b.stats.relayed > 0
-    checker = Checker(world)
-    checker.scan(0)
-    assert not checker.violations, checker.violations
-
-
-def test_a_partition_revoked_before_nelis_acquired_is_let_go() -> None:
-    """B takes partition 0 up the moment its grace period ends, before NELI reports it
-    ACQUIRED; the group then gives 0 back to A before that report, and NELI (which reports
-    REVOKED only for what it reported ACQUIRED) says nothing to B. B must let go on its own
-    (hand it over), or it would keep the partition forever and A's takeover would wait on
-    it; A takes it up again and ``prices`` stays exactly once."""
-    world, workers, raw = _two_members(seqs=300)
-    a, b = workers["A"], workers["B"]
-    with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
-        _planned_move_to_b(world, workers, raw)
-        for _ in range(40):
-            apply_step(world, workers, ("advance", 0.01), raw)
-            world.pump()
-            _turn(world, a, 50)
-            world.pump()
-            b.tend()
-            if 0 in b.active:
-                break
-        assert 0 in b.active
-        assert not world.acquired_sent.get(0)
-        world.move(0, "A", planned=True, zombie_s=0.0)  # no event reaches B
-        world.clock.advance(0.03)  # past the worker's tend interval (20 ms)
-        _turn(world, b, 50)
-        assert 0 not in b.wanted, "B still wants a partition NELI no longer assigns it"
-        _relay_for(world, workers, raw, "AB", 4.0)
-        assert 0 in a.active
-        assert 0 not in b.active
-        assert a.stats.relayed > 0
-    checker = Checker(world)
-    checker.scan(0)
-    assert not checker.violations, checker.violations
-
-
-@pytest.mark.parametrize(("back_after_s", "settled"), [(2.6, True), (0.8, False)])
-def test_a_partition_back_on_its_own_ended_term_waits_only_for_its_own_output(
-    back_after_s: float, settled: bool
-) -> None:
-    """A hands partition 0 over to B, but its output fails: it stops on B's request with no
-    release. B is revoked before it took 0 up (its release of the unbegun term makes A's the
-    latest again), and ``back_after_s`` later the group gives 0 back to A. The latest term is
-    A's own: it knows first-hand when its output settled. Settled before A asked again, the
-    grace period ends at once and A takes 0 up under the marker it asked with; before, it
-    waited out the grace period and the drain of an owner handing over (3.3 s here; 8.7 s of
-    silence in a CI run of the broker-stall test). Not settled yet, the grace period runs,
-    then A marks the end again at once (its output has settled by then). ``prices`` stays
-    exactly once either way."""
-    world, workers, raw = _two_members(evidence_share=0.0, seqs=400)
-    a, b = workers["A"], workers["B"]
-    with simulated_time(world.clock):
-        _a_takes_partition_0(world, workers, raw)
-        apply_step(world, workers, ("move", 0, "B", True, 0.0), raw)
-        _relay_for(world, workers, raw, "A", 0.1)  # A announces the hand-over, emits on
-        apply_step(world, workers, ("fail", "A", 0.3), raw)  # its output fails from here
-        _relay_for(world, workers, raw, "A", 0.05)
-        for _ in range(20):
-            _relay_for(world, workers, raw, "B", 0.05)
-            if b._grace._probes:
-                break
-        assert 0 in b._grace._early, "B did not ask with an early marker"
-        _relay_for(world, workers, raw, "AB", 0.3)
-        assert 0 not in a.active, "A did not stop on B's request"
-        assert 0 not in b.active
-        world.move(0, None, planned=True, zombie_s=0.0)  # B revoked before it took 0 up
-        _relay_for(world, workers, raw, "AB", back_after_s)
-        assert 0 not in b._grace._early, "B kept its early marker"
-        world.move(0, "A", planned=True, zombie_s=0.0)
-        assigned = world.clock.now
-        taken = None
-        for _ in range(100):
-            _relay_for(world, workers, raw, "AB", 0.05)
-            if 0 in a.active:
-                taken = world.clock.now
-                break
-        assert taken is not None, "A never took partition 0 up again"
-        asked = [m for m in _takeover_markers(world, 0, a._control._member) if m > 0]
-        assert a._terms[0] == asked[-1]
-        if settled:
-            assert taken - assigned < 0.3, f"waited {taken - assigned:.2f} s for its own term"
-            assert len(asked) == 1, "a second marker after its own settled term"
-        else:
-            assert world.threshold_s <= taken - assigned < world.threshold_s + 0.3
-            assert len(asked) == 2, "no second marker: its records may lie above the first"
-        _relay_for(world, workers, raw, "AB", 1.0)
-        assert a.stats.relayed > 0
-    checker = Checker(world)
-    checker.scan(0)
-    assert not checker.violations, checker.violations

@@ -1,0 +1,53 @@
+"""Helpers for the hand-driven relay simulation tests: a two-member world on one partition,
+an owner relaying steadily, prices arriving while members turn, takeover markers read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.sim.relay_schedule import apply_step, build
+from tests.sim.relay_steps import raw_prices
+
+
+def two_members(seqs: int | None = None, evidence_share: float | None = None) -> Any:
+    """Members A and B of a relay group on one partition, without fencing; the raw prices."""
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    if evidence_share is not None:
+        world.evidence_share = evidence_share
+    raw = raw_prices(0) if seqs is None else raw_prices(0, seqs=seqs)
+    return world, workers, raw
+
+
+def a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
+    """Member A owns partition 0 and relays prices arriving steadily (2.5 s of them)."""
+    apply_step(world, workers, ("publish", 0, 10), raw)
+    world.move(0, "A", planned=False, zombie_s=0.0)
+    for _ in range(50):
+        apply_step(world, workers, ("advance", 0.05), raw)
+        apply_step(world, workers, ("publish", 0, 1), raw)
+        world.pump()
+        apply_step(world, workers, ("turn", "A", 50), raw)
+    assert 0 in workers["A"].active
+    assert workers["A"].stats.relayed > 0
+
+
+def relay_for(world: Any, workers: dict[str, Any], raw: Any, names: str, s: float) -> None:
+    """Prices keep arriving for ``s`` seconds while the members ``names`` turn."""
+    for _ in range(round(s / 0.05)):
+        apply_step(world, workers, ("advance", 0.05), raw)
+        apply_step(world, workers, ("publish", 0, 1), raw)
+        world.pump()
+        for name in names:
+            apply_step(world, workers, ("turn", name, 50), raw)
+
+
+def takeover_markers(world: Any, partition: int, relay: str) -> list[int]:
+    """Offsets of ``relay``'s takeover markers on ``prices[partition]``."""
+    found = []
+    for msg in world.topic(world.prices)[partition]:
+        headers = dict(msg.headers() or [])
+        if headers.get("pricing-ha-control") == b"takeover" and headers.get("relay") == (
+            relay.encode()
+        ):
+            found.append(msg.offset())
+    return found
