@@ -110,7 +110,7 @@ class TopicTail:
     waits up to 0.1 s for one record, then takes whatever else has already arrived, so records
     are handed over soon after they land; ``received`` is the monotonic time just after the
     fetch. Records with an error, and control records, are left out; ``on_batch`` runs in the
-    tail's thread.
+    tail's thread. Control records go to ``on_control(records)``, if given (same thread).
     """
 
     def __init__(
@@ -122,9 +122,11 @@ class TopicTail:
         *,
         start: int = OFFSET_BEGINNING,
         name: str = "bench-tail",
+        on_control: Callable[[list[Message]], None] | None = None,
     ) -> None:
         """Start following."""
         self._on_batch = on_batch
+        self._on_control = on_control
         self._stop = threading.Event()
         self._consumer = consumer(bootstrap)
         self._consumer.assign(
@@ -141,6 +143,10 @@ class TopicTail:
                     batch += self._consumer.consume(9999, 0)
                     received = time.monotonic()
                     self._on_batch([m for m in batch if _is_data(m)], received)
+                    if self._on_control is not None:
+                        control = [m for m in batch if m.error() is None and not _is_data(m)]
+                        if control:
+                            self._on_control(control)
         finally:
             self._consumer.close()
 

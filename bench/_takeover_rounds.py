@@ -15,6 +15,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,11 @@ from typing import Any
 from _common import TopicTail, summary, wait_until
 from _pipeline import exactly_once, start_feed, start_pipeline
 from _standby_cost import steady_costs
-from confluent_kafka import Message, Producer
+from confluent_kafka import OFFSET_END, Message, Producer
 
+from pricing_ha.dedupe.control import HANDOVER
 from pricing_ha.dedupe.relay import relay_group_id
-from pricing_ha.kafka.headers import header_dict
+from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
@@ -50,15 +52,20 @@ class PricesTail:
     """Follows ``prices`` from the beginning: per partition, (offset, timestamp ms, relay).
 
     Also keeps each record's hop: how long after its producer timestamp (the relay's
-    ``produce()``) this reader had it, the wall clock being the same on the machine.
+    ``produce()``) this reader had it, the wall clock being the same on the machine; and the
+    producer timestamps of the relays' hand-over announcements (a relay writes one on each
+    partition it is revoked: the moment a rebalance reaches the price path).
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, skip: str) -> None:
         """Start following (records whose key starts with ``skip`` are the preload: ignored)."""
         self.records: dict[int, list[_Rec]] = {p: [] for p in range(partitions)}
         self.hops: list[tuple[int, float]] = []  # (timestamp ms, received - timestamp ms)
+        self.announced_ms: list[int] = []  # hand-over announcements' timestamps, as read
         self._skip = skip.encode()
-        self._tail = TopicTail(bootstrap, [topic], partitions, self._keep)
+        self._tail = TopicTail(
+            bootstrap, [topic], partitions, self._keep, on_control=self._announcements
+        )
 
     def _keep(self, batch: list[Message], _received: float) -> None:
         now_ms = time.time() * 1000
@@ -71,6 +78,15 @@ class PricesTail:
             self.records[p].append((offset, ts, relay))
             self.hops.append((ts, now_ms - ts))
 
+    def _announcements(self, batch: list[Message]) -> None:
+        for msg in batch:
+            if header_dict(msg.headers()).get(CONTROL_HEADER) == HANDOVER.decode():
+                self.announced_ms.append(msg.timestamp()[1])
+
+    def first_announcement_ms(self, lo_ms: float, hi_ms: float) -> int | None:
+        """The earliest hand-over announcement produced in [lo_ms, hi_ms], if any."""
+        return min((ts for ts in list(self.announced_ms) if lo_ms <= ts <= hi_ms), default=None)
+
     def hops_ms(self, lo_ms: float, hi_ms: float) -> list[float]:
         """The hops of the records produced in [lo_ms, hi_ms]."""
         return [h for ts, h in list(self.hops) if lo_ms <= ts <= hi_ms]
@@ -78,6 +94,39 @@ class PricesTail:
     def latest(self) -> dict[int, _Rec]:
         """The latest record of each partition that has one."""
         return {p: rs[-1] for p, rs in self.records.items() if rs}
+
+    def close(self) -> None:
+        """Stop following."""
+        self._tail.close()
+
+
+class InputTail:
+    """Follows ``prices.raw`` from its end: per partition, the producer timestamp (ms) of every
+    copy either publishing group wrote there (the relay's input, both copies as one).
+
+    A relay cannot emit a price before its input has it: a gap in the union of both groups'
+    copies (the feed, the publishers, their broker hops, the machine) shows on ``prices`` too,
+    and is not the relay's. :meth:`silence_ms` is that gap, for the same window as a silence
+    on ``prices``.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        """Start following."""
+        self._stamps: dict[int, list[int]] = {p: [] for p in range(partitions)}
+        self._tail = TopicTail(
+            bootstrap, [topic], partitions, self._keep, start=OFFSET_END, name="bench-input"
+        )
+
+    def _keep(self, batch: list[Message], _received: float) -> None:
+        for msg in batch:
+            self._stamps[msg.partition() or 0].append(msg.timestamp()[1])
+
+    def silence_ms(self, partition: int, lo_ms: float, hi_ms: float) -> int:
+        """The longest gap between consecutive copies (by timestamp) on ``partition`` whose
+        later one falls in [lo_ms, hi_ms]."""
+        stamps = sorted(self._stamps[partition])
+        pairs = [(a, b) for a, b in itertools.pairwise(stamps) if lo_ms <= b <= hi_ms]
+        return max((b - a for a, b in pairs), default=0)
 
     def close(self) -> None:
         """Stop following."""
@@ -175,6 +224,7 @@ class Rounds:
         self.tail = PricesTail(
             cluster.bootstrap, cluster.topics["prices"], cluster.partitions, PRELOAD_PREFIX
         )
+        self.input = InputTail(cluster.bootstrap, cluster.topics["raw"], cluster.partitions)
         self.live = {"r1", "r2"}
         self.started = 2
         self.diagnostic = ""
@@ -183,6 +233,13 @@ class Rounds:
         """Stop following."""
         self.view.close()
         self.tail.close()
+        self.input.close()
+
+    def input_silence_s(
+        self, partitions: Iterable[int], lo_ms: float, hi_ms: float
+    ) -> dict[int, float]:
+        """Per partition, the relay's input's own longest gap in the window (:class:`InputTail`)."""
+        return {p: self.input.silence_ms(p, lo_ms, hi_ms) / 1000 for p in partitions}
 
     def _settled(self, balanced: bool) -> bool:
         leaders = self.view.leaders(self.group_id)
@@ -249,18 +306,22 @@ class Rounds:
         if not wait_until(taken, 90):
             return None
         time.sleep(1.0)
-        silence, first_s, moved, where = {}, {}, {}, {}
+        silence, first_s, moved, where, upstream = {}, {}, {}, {}, {}
         for p in affected:
             recs = list(tail.records[p])
             first = min((r for r in recs if r[2] != victim and r[1] > at_ms), key=lambda r: r[1])
-            silence[p] = _max_gap_ms(recs, at_ms - 1000, first[1] + 1000) / 1000
-            where[p] = _worst_gap_at_ms(recs, at_ms - 1000, first[1] + 1000)
+            # Gaps that end after the signal: one that ended before it is not its doing (it
+            # was the join just before, which settled a moment earlier, or the machine).
+            silence[p] = _max_gap_ms(recs, at_ms, first[1] + 1000) / 1000
+            where[p] = _worst_gap_at_ms(recs, at_ms, first[1] + 1000)
             first_s[p] = round((first[1] - at_ms) / 1000, 3)
-            gap = _handover_gap_ms(recs, at_ms - 1000, first[1] + 1000)
+            gap = _handover_gap_ms(recs, at_ms, first[1] + 1000)
             if gap is not None:
                 moved[p] = gap / 1000
+            upstream.update(self.input_silence_s([p], at_ms, first[1] + 1000))
         row.update(
             silence_s=silence,
+            input_silence_s=upstream,
             to_first_record_of_successor_s=first_s,
             handover_gap_s=moved,
             worst_gap_at_ms=where,
@@ -278,6 +339,10 @@ class Rounds:
         self.live.add(name)
         how = self.settle()
         settled_ms = time.time_ns() / 1e6
+        # The join reaches the price path when the group rebalances: the old owners are
+        # revoked and announce their hand-overs. Before that, only the new process's start-up
+        # shares the machine's 2 cores with the pipeline (on its own host it would not).
+        entered_ms = self.tail.first_announcement_ms(join_ms, settled_ms)
         moved = {
             p: gap / 1000
             for p in range(self.c.partitions)
@@ -298,6 +363,23 @@ class Rounds:
                 for p in range(self.c.partitions)
             },
             "at_ms": round(join_ms),
+            "rebalance_after_s": (
+                None if entered_ms is None else round((entered_ms - join_ms) / 1000, 3)
+            ),
+            "silence_from_rebalance_s": (
+                None
+                if entered_ms is None
+                else {
+                    p: _max_gap_ms(list(self.tail.records[p]), entered_ms, settled_ms) / 1000
+                    for p in range(self.c.partitions)
+                }
+            ),
+            "input_silence_s": self.input_silence_s(range(self.c.partitions), join_ms, settled_ms),
+            "input_silence_from_rebalance_s": (
+                None
+                if entered_ms is None
+                else self.input_silence_s(range(self.c.partitions), entered_ms, settled_ms)
+            ),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
             "settled_as": how,
         }

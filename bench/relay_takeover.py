@@ -9,10 +9,15 @@ producer) and its ``relay`` header. Each round, on a settled cluster (every part
 exactly one live relay, which wrote its latest record, under 5 s old; held for 1.5 s):
 
 1. **kill**: SIGKILL the relay that wrote the latest records of the most partitions; per
-   partition it had, the silence is the longest gap between consecutive record timestamps from
-   1 s before the kill to 1 s after the first record written after it;
+   partition it had, the silence is the longest gap between consecutive record timestamps
+   that ends after the kill and no later than 1 s after the first record written after it
+   (until 2026-11-28 gaps ending up to 1 s *before* the signal counted too, so a SIGTERM could
+   be charged a gap of the join that had settled just before it);
 2. **join**: start a replacement relay; the longest gap on every partition from its start until
-   the cluster settles again (cooperative hand-over of the partitions it is given);
+   the cluster settles again (cooperative hand-over of the partitions it is given). Also
+   reported from the rebalance the join causes (the first hand-over announcement an old owner
+   writes on ``prices``) until settled: the same, without the gaps of the new process's
+   start-up, which here shares the 2 cores with the whole pipeline;
 3. **sigterm**: SIGTERM the relay that wrote the latest records of the most partitions (it
    hands over: keeps emitting until its successor asks, then releases); silence as in 1;
 4. **join** again (a second replacement), as in 2.
@@ -54,6 +59,14 @@ producer timestamp (the relay's ``produce()``) to this benchmark's reader having
 fault-free windows. A hand-over is a chain of such hops (the successor's request, the old
 owner's flush and release, the successor's read of it, its first record), so its gap is
 compared with the hop.
+
+A third separates the relay from its input. A thread follows ``prices.raw`` too, from its end,
+and keeps the producer timestamp of every copy either publishing group wrote there. Per event
+and partition, the **input silence** is the longest gap between consecutive copies (both
+groups' copies as one, by timestamp) in the same window as the silence on ``prices``: the
+feed's, the publishers' and their broker hops' own gaps, and the machine's, which no relay can
+hide. **Beyond input** is, per event, the most any partition's silence on ``prices`` exceeded
+its input silence: what the relay added.
 
 The reference for the silences is the feed's own tick (0.1 s per instrument): the goals are a
 crash within S_relay + T_relay + 0.5 s at p99, hand-overs and joins within 2 ticks. At the end
@@ -137,11 +150,20 @@ def run(
     hops = pct([h / 1000 for r in runs for h in r.hops_ms])
     print(f" hop (relay's produce -> this reader), all clusters: {hops}", flush=True)
 
-    def of(fault: str, worst: bool) -> dict[str, float]:
-        picked = [r for r in rows if r["fault"] == fault]
+    def of(fault: str, worst: bool, key: str = "silence_s") -> dict[str, float]:
+        picked = [r[key] for r in rows if r["fault"] == fault and r.get(key)]
         if worst:
-            return pct([max(r["silence_s"].values()) for r in picked])
-        return pct([s for r in picked for s in r["silence_s"].values()])
+            return pct([max(s.values()) for s in picked])
+        return pct([v for s in picked for v in s.values()])
+
+    def beyond(fault: str, key: str, reference: str) -> dict[str, float]:
+        """Per event: the most any partition's silence exceeded its input's own gap."""
+        worst = [
+            max(r[key][p] - r[reference].get(p, 0.0) for p in r[key])
+            for r in rows
+            if r["fault"] == fault and r.get(key) and r.get(reference) is not None
+        ]
+        return pct([round(w, 4) for w in worst])
 
     faults_per_round: dict[int, int] = {}
     for r in rows:
@@ -161,6 +183,32 @@ def run(
         "silence_s": {
             fault: {"per_affected_partition": of(fault, False), "worst_per_event": of(fault, True)}
             for fault in ("kill", "sigterm", "join")
+        },
+        # The relay's input (both groups' copies on prices.raw, as one) in the same windows:
+        # its own longest gap per event, and how far each silence on prices went beyond its
+        # input's gap on the same partition (worst partition per event). What the relay adds.
+        "input_silence_s": {
+            "kill": of("kill", True, "input_silence_s"),
+            "sigterm": of("sigterm", True, "input_silence_s"),
+            "join": of("join", True, "input_silence_s"),
+            "join_from_rebalance": of("join", True, "input_silence_from_rebalance_s"),
+        },
+        "beyond_input_s": {
+            "kill": beyond("kill", "silence_s", "input_silence_s"),
+            "sigterm": beyond("sigterm", "silence_s", "input_silence_s"),
+            "join": beyond("join", "silence_s", "input_silence_s"),
+            "join_from_rebalance": beyond(
+                "join", "silence_from_rebalance_s", "input_silence_from_rebalance_s"
+            ),
+        },
+        # a join's silence from the rebalance it causes (the first hand-over announcement)
+        # until settled: the move without the new process's start-up on the same 2 cores
+        "join_from_rebalance_silence_s": {
+            "per_partition": of("join", False, "silence_from_rebalance_s"),
+            "worst_per_event": of("join", True, "silence_from_rebalance_s"),
+            "rebalance_after_start_s": pct(
+                [r["rebalance_after_s"] for r in rows if r.get("rebalance_after_s") is not None]
+            ),
         },
         # per moved partition: the gap at the change of relay (the move's own cost)
         "handover_gap_s": {
