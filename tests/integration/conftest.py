@@ -7,6 +7,7 @@ a module that needs its processes configured differently overrides ``cluster_env
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,17 +16,22 @@ import pytest
 
 from pricing_ha.local.cluster import PricingCluster, pricing_cli
 from pricing_ha.local.procs import ProcessGroup
+from tests.conftest import TopicFactory
 from tests.integration.neli_harness import Cluster
 
 
 @pytest.fixture
-def procs(tmp_path: Path, bootstrap: str) -> Iterator[ProcessGroup]:
+def procs(tmp_path: Path, bootstrap: str, topic_factory: TopicFactory) -> Iterator[ProcessGroup]:
     """The test's processes (logs under tmp_path/logs), stopped by PID at the end.
 
     Depends on ``bootstrap`` so that the broker is torn down after the processes: members
-    stopping against a broker already gone wait out every timeout (15-20 s per test).
+    stopping against a broker already gone wait out every timeout (15-20 s per test). And on
+    ``topic_factory`` so that the test's topics are deleted after the processes have stopped:
+    on the embedded broker, deleting a topic that a client has assigned partitions of kills
+    that client with SIGSEGV (docs/architecture.md §7), which took every NELI member still
+    running in ``test_neli_processes.py`` down before it was asked to stop.
     """
-    del bootstrap
+    del bootstrap, topic_factory
     group = ProcessGroup(tmp_path / "logs")
     try:
         yield group
@@ -35,6 +41,17 @@ def procs(tmp_path: Path, bootstrap: str) -> Iterator[ProcessGroup]:
         # A relay with no successor to ask for its partitions would otherwise hand them over
         # for its full 10 s bound; waiting 4 s for it cost 90 s of every CI run.
         group.close(grace_s=1.0)
+    # A process that crashed (as opposed to one stopped, or killed by the test) fails the test,
+    # even if its assertions passed: nothing else would notice.
+    crashed = [
+        f"{p.name} (pid {p.pid}): {signal.Signals(-code).name}"
+        for p in group.procs
+        if (code := p.popen.returncode) is not None and -code in _CRASH_SIGNALS
+    ]
+    assert not crashed, f"processes crashed: {crashed}"
+
+
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
 
 
 @pytest.fixture
