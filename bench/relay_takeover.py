@@ -14,7 +14,8 @@ exactly one live relay, which wrote its latest record, under 5 s old; held for 1
    (until 2026-11-28 gaps ending up to 1 s *before* the signal counted too, so a SIGTERM could
    be charged a gap of the join that had settled just before it);
 2. **join**: start a replacement relay; the longest gap on every partition from its start until
-   the cluster settles again (cooperative hand-over of the partitions it is given). Also
+   the cluster settles again (the relay group rebalances eagerly: each old owner hands over
+   every partition, moved or given back to it, as in 3). Also
    reported from the rebalance the join causes (the first hand-over announcement an old owner
    writes on ``prices``) until settled: the same, without the gaps of the new process's
    start-up, which here shares the 2 cores with the whole pipeline;
