@@ -3,14 +3,12 @@
 :func:`run_cluster` starts an embedded broker of its own, preloads ``prices``
 (:func:`preload`), starts the pipeline and the feed, waits for the relays to settle, leaves a
 fault-free window (the baseline, and the steady costs in the first cluster), plays the rounds'
-faults (:class:`Rounds`) and judges ``prices`` exactly once. :class:`PricesTail` follows
-``prices`` throughout: every record's producer timestamp and ``relay`` header, and how long
-each took to reach this reader (the same run's one-hop reference).
+faults (:class:`Rounds`) and judges ``prices`` exactly once. What it reads back and how it
+measures a silence: :mod:`_topic_gaps`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import tempfile
@@ -20,14 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import TopicTail, summary, wait_until
+from _common import summary, wait_until
 from _pipeline import exactly_once, start_feed, start_pipeline
 from _standby_cost import steady_costs
-from confluent_kafka import OFFSET_END, Message, Producer
+from _topic_gaps import (
+    InputTail,
+    PricesTail,
+    baseline_gaps,
+    handover_gap_ms,
+    max_gap_ms,
+    worst_gap_at_ms,
+)
+from confluent_kafka import Producer
 
-from pricing_ha.dedupe.control import HANDOVER
 from pricing_ha.dedupe.relay import relay_group_id
-from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
@@ -35,7 +39,6 @@ from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 100
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
-_Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 FRESH_MS = 5000  # a partition's latest price must be this recent to count as flowing (under load)
 
 
@@ -46,120 +49,6 @@ def pct(values: list[float]) -> dict[str, float]:
     s = sorted(values)
     rank = max(0, math.ceil(0.99 * len(s)) - 1)
     return {**summary(s), "p50": round(s[(len(s) - 1) // 2], 4), "p99": round(s[rank], 4)}
-
-
-class PricesTail:
-    """Follows ``prices`` from the beginning: per partition, (offset, timestamp ms, relay).
-
-    Also keeps each record's hop: how long after its producer timestamp (the relay's
-    ``produce()``) this reader had it, the wall clock being the same on the machine; and the
-    producer timestamps of the relays' hand-over announcements (a relay writes one on each
-    partition it is revoked: the moment a rebalance reaches the price path).
-    """
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int, skip: str) -> None:
-        """Start following (records whose key starts with ``skip`` are the preload: ignored)."""
-        self.records: dict[int, list[_Rec]] = {p: [] for p in range(partitions)}
-        self.hops: list[tuple[int, float]] = []  # (timestamp ms, received - timestamp ms)
-        self.announced_ms: list[int] = []  # hand-over announcements' timestamps, as read
-        self._skip = skip.encode()
-        self._tail = TopicTail(
-            bootstrap, [topic], partitions, self._keep, on_control=self._announcements
-        )
-
-    def _keep(self, batch: list[Message], _received: float) -> None:
-        now_ms = time.time() * 1000
-        for msg in batch:
-            key = msg.key()
-            if key is not None and key.startswith(self._skip):
-                continue
-            relay = header_dict(msg.headers()).get("relay", "")
-            p, offset, ts = msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1]
-            self.records[p].append((offset, ts, relay))
-            self.hops.append((ts, now_ms - ts))
-
-    def _announcements(self, batch: list[Message]) -> None:
-        for msg in batch:
-            if header_dict(msg.headers()).get(CONTROL_HEADER) == HANDOVER.decode():
-                self.announced_ms.append(msg.timestamp()[1])
-
-    def first_announcement_ms(self, lo_ms: float, hi_ms: float) -> int | None:
-        """The earliest hand-over announcement produced in [lo_ms, hi_ms], if any."""
-        return min((ts for ts in list(self.announced_ms) if lo_ms <= ts <= hi_ms), default=None)
-
-    def hops_ms(self, lo_ms: float, hi_ms: float) -> list[float]:
-        """The hops of the records produced in [lo_ms, hi_ms]."""
-        return [h for ts, h in list(self.hops) if lo_ms <= ts <= hi_ms]
-
-    def latest(self) -> dict[int, _Rec]:
-        """The latest record of each partition that has one."""
-        return {p: rs[-1] for p, rs in self.records.items() if rs}
-
-    def close(self) -> None:
-        """Stop following."""
-        self._tail.close()
-
-
-class InputTail:
-    """Follows ``prices.raw`` from its end: per partition, the producer timestamp (ms) of every
-    copy either publishing group wrote there (the relay's input, both copies as one).
-
-    A relay cannot emit a price before its input has it: a gap in the union of both groups'
-    copies (the feed, the publishers, their broker hops, the machine) shows on ``prices`` too,
-    and is not the relay's. :meth:`silence_ms` is that gap, for the same window as a silence
-    on ``prices``.
-    """
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        """Start following."""
-        self._stamps: dict[int, list[int]] = {p: [] for p in range(partitions)}
-        self._tail = TopicTail(
-            bootstrap, [topic], partitions, self._keep, start=OFFSET_END, name="bench-input"
-        )
-
-    def _keep(self, batch: list[Message], _received: float) -> None:
-        for msg in batch:
-            self._stamps[msg.partition() or 0].append(msg.timestamp()[1])
-
-    def silence_ms(self, partition: int, lo_ms: float, hi_ms: float) -> int:
-        """The longest gap between consecutive copies (by timestamp) on ``partition`` whose
-        later one falls in [lo_ms, hi_ms]."""
-        stamps = sorted(self._stamps[partition])
-        pairs = [(a, b) for a, b in itertools.pairwise(stamps) if lo_ms <= b <= hi_ms]
-        return max((b - a for a, b in pairs), default=0)
-
-    def close(self) -> None:
-        """Stop following."""
-        self._tail.close()
-
-
-def _max_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int:
-    """Longest gap between consecutive records whose later one falls in [lo_ms, hi_ms]."""
-    where = _worst_gap_at_ms(recs, lo_ms, hi_ms)
-    return 0 if where is None else where[1] - where[0]
-
-
-def _worst_gap_at_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> list[int] | None:
-    """Where the longest gap of :func:`_max_gap_ms` lies: the producer timestamps (ms) of the
-    records before and after it, to line it up with the relays' logs."""
-    pairs = [(a, b) for a, b in itertools.pairwise(recs) if lo_ms <= b[1] <= hi_ms]
-    if not pairs:
-        return None
-    a, b = max(pairs, key=lambda ab: ab[1][1] - ab[0][1])
-    return [a[1], b[1]]
-
-
-def _handover_gap_ms(recs: list[_Rec], lo_ms: float, hi_ms: float) -> int | None:
-    """The longest gap at a change of relay (the last record of one, the first of the next)
-    whose later record falls in [lo_ms, hi_ms]; None if the partition did not move then.
-
-    The part of a silence that the move itself costs: a silence is the longest gap of the
-    window, which on a loaded machine may be a gap of the upstream path, not the move's.
-    """
-    gaps = [
-        b[1] - a[1] for a, b in itertools.pairwise(recs) if a[2] != b[2] and lo_ms <= b[1] <= hi_ms
-    ]
-    return max(gaps, default=None)
 
 
 PRELOAD_PREFIX = "OLD"
@@ -234,6 +123,10 @@ class Rounds:
         self.view.close()
         self.tail.close()
         self.input.close()
+
+    def silence_s(self, partitions: Iterable[int], lo_ms: float, hi_ms: float) -> dict[int, float]:
+        """Per partition, the longest gap on ``prices`` in the window (:func:`max_gap_ms`)."""
+        return {p: max_gap_ms(list(self.tail.records[p]), lo_ms, hi_ms) / 1000 for p in partitions}
 
     def input_silence_s(
         self, partitions: Iterable[int], lo_ms: float, hi_ms: float
@@ -312,13 +205,13 @@ class Rounds:
             first = min((r for r in recs if r[2] != victim and r[1] > at_ms), key=lambda r: r[1])
             # Gaps that end after the signal: one that ended before it is not its doing (it
             # was the join just before, which settled a moment earlier, or the machine).
-            silence[p] = _max_gap_ms(recs, at_ms, first[1] + 1000) / 1000
-            where[p] = _worst_gap_at_ms(recs, at_ms, first[1] + 1000)
+            silence[p] = max_gap_ms(recs, at_ms, first[1] + 1000) / 1000
+            upstream[p] = self.input.silence_ms(p, at_ms, first[1] + 1000) / 1000
+            where[p] = worst_gap_at_ms(recs, at_ms, first[1] + 1000)
             first_s[p] = round((first[1] - at_ms) / 1000, 3)
-            gap = _handover_gap_ms(recs, at_ms, first[1] + 1000)
+            gap = handover_gap_ms(recs, at_ms, first[1] + 1000)
             if gap is not None:
                 moved[p] = gap / 1000
-            upstream.update(self.input_silence_s([p], at_ms, first[1] + 1000))
         row.update(
             silence_s=silence,
             input_silence_s=upstream,
@@ -346,39 +239,31 @@ class Rounds:
         moved = {
             p: gap / 1000
             for p in range(self.c.partitions)
-            if (gap := _handover_gap_ms(list(self.tail.records[p]), join_ms, settled_ms))
-            is not None
+            if (gap := handover_gap_ms(list(self.tail.records[p]), join_ms, settled_ms)) is not None
         }
+        everything = range(self.c.partitions)
         return {
             "fault": "join",
             "joined": name,
             "load_average_1m": round(os.getloadavg()[0], 2),
-            "silence_s": {
-                p: _max_gap_ms(list(self.tail.records[p]), join_ms, settled_ms) / 1000
-                for p in range(self.c.partitions)
-            },
+            "silence_s": self.silence_s(everything, join_ms, settled_ms),
             "handover_gap_s": moved,
             "worst_gap_at_ms": {
-                p: _worst_gap_at_ms(list(self.tail.records[p]), join_ms, settled_ms)
-                for p in range(self.c.partitions)
+                p: worst_gap_at_ms(list(self.tail.records[p]), join_ms, settled_ms)
+                for p in everything
             },
             "at_ms": round(join_ms),
             "rebalance_after_s": (
                 None if entered_ms is None else round((entered_ms - join_ms) / 1000, 3)
             ),
             "silence_from_rebalance_s": (
-                None
-                if entered_ms is None
-                else {
-                    p: _max_gap_ms(list(self.tail.records[p]), entered_ms, settled_ms) / 1000
-                    for p in range(self.c.partitions)
-                }
+                None if entered_ms is None else self.silence_s(everything, entered_ms, settled_ms)
             ),
-            "input_silence_s": self.input_silence_s(range(self.c.partitions), join_ms, settled_ms),
+            "input_silence_s": self.input_silence_s(everything, join_ms, settled_ms),
             "input_silence_from_rebalance_s": (
                 None
                 if entered_ms is None
-                else self.input_silence_s(range(self.c.partitions), entered_ms, settled_ms)
+                else self.input_silence_s(everything, entered_ms, settled_ms)
             ),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
             "settled_as": how,
@@ -405,24 +290,6 @@ class Rounds:
 
 
 BASELINE_S = 12.0  # the undisturbed window of a cluster that does not measure steady costs
-BASELINE_SUB_S = 3.0  # about the window a sigterm or join silence is measured over
-
-
-def baseline_gaps(recs: list[_Rec], lo_ms: float, hi_ms: float) -> list[float]:
-    """The longest gap (s) in each whole consecutive 3 s sub-window of [lo_ms, hi_ms].
-
-    A gap between consecutive records counts in the sub-window its later record falls in (as
-    the silences do) and in every sub-window it spans without a record.
-    """
-    sub_ms = BASELINE_SUB_S * 1000
-    n = int((hi_ms - lo_ms) // sub_ms)
-    worst = [0] * n
-    for a, b in itertools.pairwise(recs):
-        k_a = math.floor((a[1] - lo_ms) / sub_ms)
-        k_b = math.floor((b[1] - lo_ms) / sub_ms)
-        for k in range(max(min(k_a + 1, k_b), 0), min(k_b + 1, n)):
-            worst[k] = max(worst[k], b[1] - a[1])
-    return [w / 1000 for w in worst]
 
 
 @dataclass

@@ -96,18 +96,19 @@ from _pipeline import code_version, foreign_processes
 from _standby_cost import STEADY_S
 from _takeover_rounds import (
     BASELINE_S,
-    BASELINE_SUB_S,
     INSTRUMENTS,
     TICK_S,
     ClusterRun,
     pct,
     run_cluster,
 )
+from _topic_gaps import BASELINE_SUB_S
 
 from pricing_ha.config import AppConfig
 from pricing_ha.local.cluster import PricingCluster
 
 _COUNTS = ("expected", "delivered", "duplicates", "missing", "out_of_order")
+_FAULTS = ("kill", "sigterm", "join")
 
 
 def run(
@@ -183,21 +184,17 @@ def run(
         "rounds_completed": sum(1 for n in faults_per_round.values() if n == 4),
         "silence_s": {
             fault: {"per_affected_partition": of(fault, False), "worst_per_event": of(fault, True)}
-            for fault in ("kill", "sigterm", "join")
+            for fault in _FAULTS
         },
         # The relay's input (both groups' copies on prices.raw, as one) in the same windows:
         # its own longest gap per event, and how far each silence on prices went beyond its
         # input's gap on the same partition (worst partition per event). What the relay adds.
         "input_silence_s": {
-            "kill": of("kill", True, "input_silence_s"),
-            "sigterm": of("sigterm", True, "input_silence_s"),
-            "join": of("join", True, "input_silence_s"),
+            **{fault: of(fault, True, "input_silence_s") for fault in _FAULTS},
             "join_from_rebalance": of("join", True, "input_silence_from_rebalance_s"),
         },
         "beyond_input_s": {
-            "kill": beyond("kill", "silence_s", "input_silence_s"),
-            "sigterm": beyond("sigterm", "silence_s", "input_silence_s"),
-            "join": beyond("join", "silence_s", "input_silence_s"),
+            **{fault: beyond(fault, "silence_s", "input_silence_s") for fault in _FAULTS},
             "join_from_rebalance": beyond(
                 "join", "silence_from_rebalance_s", "input_silence_from_rebalance_s"
             ),
@@ -216,7 +213,7 @@ def run(
             fault: pct(
                 [g for r in rows if r["fault"] == fault for g in r["handover_gap_s"].values()]
             )
-            for fault in ("kill", "sigterm", "join")
+            for fault in _FAULTS
         },
         "kill_to_successor_first_record_s": pct(
             [
