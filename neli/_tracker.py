@@ -48,8 +48,11 @@ When can leadership no longer be trusted?
   was leading a partition keeps leading it, *provisionally*, when its observations go stale
   while the partition is still assigned (the broker stopped answering) or when its session is
   lost. Provisional leadership ends when a new assignment arrives (a partition it does not
-  include is handed over: led until its new owner is seen leading it, at most T), or when
-  another member of the group has been seen leading the partition for longer than T. A stall
+  include is handed over: led until its new owner is seen leading it; while nobody is, as
+  long as the member still reads heartbeats: T after the assignment or the last one it
+  read, whichever is later), or
+  when another member of the group has been seen leading the partition for longer than T
+  during this member's term (not just its predecessor, handing over to it). A stall
   of the broker or of the group coordinator therefore never leaves a partition without a
   leader; the price is more overlap (duplicates downstream) while the stall lasts. A planned
   revocation (a rebalance) is unaffected.
@@ -134,6 +137,9 @@ class LeadershipTracker:
         self._stall = StallGuard(config)
         self._hold = config.keep_leading_when_isolated and not self._exclusive
         self._claims = Claims(self._t)
+        #: Receipt (mono) of the latest heartbeat read, from anyone: whether this member can
+        #: still see what the others of its group claim (see :meth:`_provisional_why_not`).
+        self._heard: float | None = None
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -246,6 +252,7 @@ class LeadershipTracker:
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
         """
+        self._heard = now_mono
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
             # Other groups share the topic; their leaders are not our predecessors.
             self._claims.observe(hb, now_mono)
@@ -364,13 +371,31 @@ class LeadershipTracker:
         if not self._hold or slot.state is not _State.LEADER:
             return stale
         if slot.released is not None and not slot.hold:
+            if (
+                slot.hand_over_after is not None
+                and self._heard is not None
+                and now_mono - self._heard < self._t
+            ):
+                # Handed over after a session loss, and nobody of the group has named it as
+                # led since (the check above), though their heartbeats reach this member: it
+                # has no other leader yet. A cooperative rebalance can leave a partition
+                # unassigned for a round or more (seen on the embedded broker: 12 s after a
+                # broker stall); releasing it T after the assignment left the group without a
+                # leader for it until the next round. Cut off from the heartbeats, the member
+                # cannot tell, and releases it T after the last one it read.
+                return None
             return stale  # a planned revocation: released as usual
         rival = self._claims.rival(partition)
         if (
             rival is not None
             and now_mono - rival.last_mono < self._t
-            and rival.last_mono - rival.first_mono >= self._t
+            and rival.last_mono - max(rival.first_mono, slot.assigned_mono) >= self._t
         ):
+            # Only claims made during this member's term count: those of the member that
+            # handed the partition over to it, in the second or so before that member's next
+            # heartbeat names it no longer, are its predecessor's, not a rival's. Counted,
+            # they made this member give the partition up when a broker stall followed the
+            # hand-over within a pulse (a gap of 6 s in the broker-stall test).
             return f"{stale}; {rival.member_id} has led it for over T"
         return None
 

@@ -83,11 +83,11 @@ class PublisherNeliConfig:
             embedded broker's cost of every fetch grows with the records a partition holds,
             so a faster pulse costs the whole pipeline (docs/architecture.md §7).
         keep_leading_when_isolated: a member keeps publishing the partitions it led,
-            provisionally, through a broker or coordinator stall or a session loss, until a new
-            assignment arrives or another member of its group has led them for longer than T
-            (see :class:`neli.NeliConfig`). The group coordinator is shared by both publishing
-            groups, so without this a stall longer than S revokes both groups at once. The
-            cost is duplicates on ``prices.raw`` during the stall, which the relay drops.
+            provisionally, through a broker or coordinator stall or a session loss, until
+            another member of its group is seen leading them (see :class:`neli.NeliConfig`).
+            The group coordinator is shared by both publishing groups, so without this a stall
+            longer than S revokes both groups at once. The cost is duplicates on
+            ``prices.raw`` during the stall, which the relay drops.
             Default true.
     """
 

@@ -27,6 +27,27 @@ def _complete(cluster: PricingCluster, groups: list[str]) -> Callable[[], bool]:
     return check
 
 
+def _incomplete(cluster: PricingCluster, groups: list[str]) -> Callable[[], str]:
+    """On timeout: what each group still misses, per partition, and its live members' logs."""
+
+    def describe() -> str:
+        raw = cluster.read("raw", idle_s=0.5)
+        expected = cluster.expected()
+        parts = []
+        for g in groups:
+            gone = missing(set(by_group(raw, cluster.group(g))), expected)
+            first: dict[str, int] = {}
+            for instrument, seq in gone:
+                first[instrument] = min(first.get(instrument, seq), seq)
+            parts.append(f"{g} misses {len(gone)} prices; first missing seq: {first}")
+            for name, proc in cluster.members.items():
+                if name.startswith(f"{g}-") and proc.alive():
+                    parts.append(f"--- {name} log tail:\n{proc.log_tail(40)}")
+        return " ".join(groups) + " to publish everything\n" + "\n".join(parts)
+
+    return describe
+
+
 def _feed_done(cluster: PricingCluster, timeout: float) -> None:
     feed = cluster.members["feed"]
     assert feed.wait(timeout) == 0, feed.log_tail()
@@ -56,7 +77,7 @@ def test_both_groups_publish_every_quote_byte_identically(cluster: PricingCluste
         cluster.publisher(g, "b")
     cluster.feed(instruments=20, rate=1 / TICK_S, duration=8)
     _feed_done(cluster, 60)
-    wait_for(_complete(cluster, ["p1", "p2"]), CATCH_UP_S, "both groups to publish everything")
+    wait_for(_complete(cluster, ["p1", "p2"]), CATCH_UP_S, _incomplete(cluster, ["p1", "p2"]))
     raw = cluster.read("raw")
     p1, p2 = by_group(raw, cluster.group("p1")), by_group(raw, cluster.group("p2"))
     expected = cluster.expected()
@@ -81,7 +102,7 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
     a.kill()
     # The feed ends once every instrument has been published again (by the survivor).
     end_feed_once_flowing(cluster, "raw", killed_ns / 1e6 + 1000, timeout_s=120)
-    wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, "P1 to cover every seq after the kill")
+    wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, _incomplete(cluster, ["p1"]))
     raw = [r for r in cluster.read("raw") if r.headers["group"] == cluster.group("p1")]
     assert not missing(set(by_group(raw, cluster.group("p1"))), cluster.expected())
 
@@ -119,7 +140,7 @@ def test_whole_group_loss_leaves_no_gap_and_restart_catches_up(cluster: PricingC
     time.sleep(S)
     cluster.publisher("p2", "c")  # the AZ comes back
     _feed_done(cluster, 120)
-    wait_for(_complete(cluster, ["p1", "p2"]), CATCH_UP_S, "P2 to catch up after its restart")
+    wait_for(_complete(cluster, ["p1", "p2"]), CATCH_UP_S, _incomplete(cluster, ["p1", "p2"]))
     raw = cluster.read("raw")
     union = set(by_group(raw, cluster.group("p1"))) | set(by_group(raw, cluster.group("p2")))
     assert not missing(union, cluster.expected())
@@ -139,7 +160,7 @@ def test_paused_member_overlap_is_bounded(cluster: PricingCluster) -> None:
     resumed = time.time_ns()
     a.resume()
     _feed_done(cluster, 120)
-    wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, "P1 to cover everything")
+    wait_for(_complete(cluster, ["p1"]), CATCH_UP_S, _incomplete(cluster, ["p1"]))
     raw = [r for r in cluster.read("raw") if r.headers["group"] == cluster.group("p1")]
     overlap = 0.0
     for p in range(cluster.partitions):

@@ -6,7 +6,8 @@ group heartbeat, answers heartbeats (flagging a rebalance in progress), joins, r
 leaves, and completes a rebalance once every member has rejoined: eagerly (every partition
 assigned round-robin, after every member revoked everything) or in two cooperative rounds
 (round one withholds the partitions that change owner; their old owners revoke them and rejoin;
-round two assigns them). A stalled coordinator answers nobody and expires nobody; a cut
+round two assigns them). A stalled coordinator answers nobody and expires nobody (resuming, it
+reads what was queued first, or with ``Scenario.stall_expires_first`` expires first); a cut
 coordinator link delays messages until it heals (TCP), it does not drop them.
 """
 
@@ -42,12 +43,18 @@ class Coordinator:
         self.rebalancing = False
         self.joined: set[str] = set()
         self.epochs: dict[str, int] = {}  # the member's (re)join count its assignment answers
+        self.resumed = True  # False while stalled, until the first step after the stall
 
     def step(self) -> None:
         sim = self.sim
         now, sc = sim.now, sim.scenario
         if now < sim.stalled_until:
+            self.resumed = False
             return  # stalled: requests wait, no reply, no session expiry
+        if not self.resumed:
+            self.resumed = True
+            if sc.stall_expires_first:
+                self._expire(now)
         # A cut link delays messages until it heals (TCP retransmits), it does not drop them.
         kept: list[Message] = []
         while self.inbox and self.inbox[0].at <= now:
@@ -58,11 +65,14 @@ class Coordinator:
             else:
                 self._handle(msg, slot)
         self.inbox[:0] = kept
-        for mid, last in list(self.members.items()):
-            if now - last >= sc.session_ms:
-                self._remove(mid)
+        self._expire(now)
         if self.rebalancing and self.joined >= set(self.members):
             self._complete()
+
+    def _expire(self, now: int) -> None:
+        for mid, last in list(self.members.items()):
+            if now - last >= self.sim.scenario.session_ms:
+                self._remove(mid)
 
     def _reply(self, _slot: int, kind: str, member_id: str, data: object = None) -> None:
         self.sim.send(kind, member_id, data)

@@ -41,6 +41,11 @@ class Scenario:
     wall_steps_beyond_e: bool = False
     #: Give the tracker's watchdog the wall clock too (as the runtime does).
     wall_stall_guard: bool = True
+    #: A coordinator resuming after a stall expires the members whose last group heartbeat is
+    #: S old before it reads the requests queued during the stall (the embedded broker does:
+    #: after a stall of S every member rejoined as a new one and the partitions moved), rather
+    #: than after.
+    stall_expires_first: bool = False
 
     @property
     def hb_ms(self) -> int:

@@ -202,3 +202,21 @@ def test_a_broker_stall_never_leaves_a_publisher_partition_unled(stall_s: int) -
     assert _unled_ms_after(scenario, stall, 6_000) == 0
     if stall_s == 2:
         assert _unled_ms_after(replace(scenario, keep_leading=False), stall, 6_000) > 0
+
+
+@pytest.mark.parametrize("expires_first", [False, True], ids=["reads-first", "expires-first"])
+@pytest.mark.parametrize("gap_ms", range(250, 9_001, 250))
+def test_a_second_broker_stall_during_the_regrouping_leaves_no_partition_unled(
+    gap_ms: int, expires_first: bool
+) -> None:
+    """A second stall of 2·S comes while the group re-forms after a first of S (hand-overs
+    under way, a member's last heartbeat naming a partition it has just handed over not yet
+    read): still no partition without a leader at any instant (seen on the embedded broker:
+    the member that had just taken a partition over gave it up on its predecessor's claims)."""
+    scenario = replace(PUBLISHERS, duration_ms=45_000, stall_expires_first=expires_first)
+    s = scenario.session_ms
+    stalls = [
+        Event(8_000, "broker_stall", 0, s),
+        Event(8_000 + s + gap_ms, "broker_stall", 0, 2 * s),
+    ]
+    assert _unled_ms_after(scenario, stalls, 6_000) == 0

@@ -93,6 +93,81 @@ def test_hand_over_after_a_session_loss_ends_within_t(variant: Variant) -> None:
 
 
 @pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_a_handed_over_partition_nobody_leads_stays_led_while_heartbeats_arrive(
+    variant: Variant,
+) -> None:
+    """The new assignment left P with nobody (a cooperative rebalance can take more than one
+    round): while this member reads heartbeats and none names P as led, it keeps leading P;
+    the first claim by another member ends that, and so does losing sight of the heartbeats."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    m.advance(T / 2)
+    m.lead(Q)  # P is not in the new assignment
+    elapsed = 0.0
+    while elapsed < 3 * T:  # another member's heartbeats arrive; none names P
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=()))
+        elapsed += 0.25
+        assert m.leads(P), (elapsed, m.why_not(P))
+    assert m.evaluate() == []
+    m.advance(T - 0.25)  # nothing read for almost T: still led
+    assert m.leads(P)
+    m.advance(0.25)  # nothing read for T: the member cannot tell, and lets go
+    assert not m.leads(P)
+    assert [t.kind for t in m.evaluate() if t.partition == P] == [EventKind.REVOKED]
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_a_handed_over_partition_goes_at_the_first_claim_of_another_member(
+    variant: Variant,
+) -> None:
+    """Long after the assignment, the first heartbeat of another member that names P ends
+    this member's leadership of P."""
+    m = holding_member(variant)
+    m.lead(P)
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    m.lead(Q)
+    m.advance(2 * T, beat=Q)
+    assert m.leads(P)
+    m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+    assert "handed over" in (m.why_not(P) or "")
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
+def test_the_predecessors_claims_before_its_hand_over_do_not_end_provisional_leadership(
+    variant: Variant,
+) -> None:
+    """The rival led P for over T and handed it to this member; the broker stalled before its
+    heartbeat that no longer names P was read (a pulse is 1 s). Its claims made during this
+    member's term last only until the hand-over: they must not make this member give P up in
+    the stall (seen in the broker-stall test: P had no leader in its group for 6 s)."""
+    m = holding_member(variant)
+    m.lead(Q)
+    elapsed = 0.0
+    while elapsed <= T:  # the rival leads P for over T
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+        elapsed += 0.25
+    m.lead(P)  # P is handed to this member; the rival names it for 0.75 s more
+    for _ in range(3):
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+    m.tracker.revoke([P, Q], "session lost", release=True, lost=True)  # the broker stalls
+    m.advance(T / 2)
+    assert m.leads(P), m.why_not(P)
+    assert m.leads(Q), m.why_not(Q)
+    # A rival that goes on naming P during this member's term for over T is a real one.
+    m.tracker.revoke([P], "session lost", release=True, lost=True)
+    elapsed = 0.0
+    while elapsed <= T:
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
+        elapsed += 0.25
+    assert "has led it for over T" in (m.why_not(P) or "")
+
+
+@pytest.mark.parametrize("variant", NON_EXCLUSIVE)
 def test_session_loss_then_same_partition_back_is_one_term(variant: Variant) -> None:
     """Reassigned the partition it held, the member goes on leading: no event at all."""
     m = holding_member(variant)
