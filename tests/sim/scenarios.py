@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from neli import Mode, Variant
 from pricing_ha.config import PublisherNeliConfig, RelayConfig
 from tests.sim.group_schedule import Scenario
@@ -40,6 +42,10 @@ SCENARIOS: dict[str, Scenario] = {
     for sc in (
         PUBLISHERS,
         RELAY,
+        # Both again with a coordinator that, resuming after a broker stall, expires members
+        # before reading what they sent during it (the embedded broker's order).
+        replace(PUBLISHERS, name="publishers-stall-expires-first", stall_expires_first=True),
+        replace(RELAY, name="relay-stall-expires-first", stall_expires_first=True),
         Scenario(
             name="publishers-eager",
             variant=Variant.FULL,
