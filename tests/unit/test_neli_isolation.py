@@ -4,6 +4,7 @@ settings NeliConfig reserves for its timing argument."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 
@@ -30,6 +31,24 @@ def holding_member(variant: Variant, *, hold: bool = True) -> Member:
     m.tracker = LeadershipTracker(m.config, ME)
     m.tracker.tick(m.mono)
     return m
+
+
+def rival_beats(m: Member, led: tuple[int, ...], seconds: float) -> Iterator[float]:
+    """Every 0.25 s for ``seconds`` (and one more step when ``seconds`` is a whole number of
+    steps): a heartbeat of this member's own comes back on Q, and the rival's arrives there
+    naming ``led``; yields the time elapsed after each, for checks in between."""
+    elapsed = 0.0
+    while elapsed <= seconds:
+        m.advance(0.25, beat=Q)
+        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=led))
+        elapsed += 0.25
+        yield elapsed
+
+
+def rival_claims(m: Member, led: tuple[int, ...], seconds: float) -> None:
+    """:func:`rival_beats` through to the end, with no checks in between."""
+    for _ in rival_beats(m, led, seconds):
+        pass
 
 
 @pytest.mark.parametrize("variant", NON_EXCLUSIVE)
@@ -104,11 +123,7 @@ def test_a_handed_over_partition_nobody_leads_stays_led_while_heartbeats_arrive(
     m.tracker.revoke([P], "session lost", release=True, lost=True)
     m.advance(T / 2)
     m.lead(Q)  # P is not in the new assignment
-    elapsed = 0.0
-    while elapsed < 3 * T:  # another member's heartbeats arrive; none names P
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=()))
-        elapsed += 0.25
+    for elapsed in rival_beats(m, (), 3 * T):  # another member's heartbeats name no P
         assert m.leads(P), (elapsed, m.why_not(P))
     assert m.evaluate() == []
     m.advance(T - 0.25)  # nothing read for almost T: still led
@@ -144,11 +159,7 @@ def test_the_predecessors_claims_before_its_hand_over_do_not_end_provisional_lea
     the stall (seen in the broker-stall test: P had no leader in its group for 6 s)."""
     m = holding_member(variant)
     m.lead(Q)
-    elapsed = 0.0
-    while elapsed <= T:  # the rival leads P for over T
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
-        elapsed += 0.25
+    rival_claims(m, (P,), T)  # the rival leads P for over T
     m.lead(P)  # P is handed to this member; the rival names it for 0.75 s more
     for _ in range(3):
         m.advance(0.25, beat=Q)
@@ -159,11 +170,7 @@ def test_the_predecessors_claims_before_its_hand_over_do_not_end_provisional_lea
     assert m.leads(Q), m.why_not(Q)
     # A rival that goes on naming P during this member's term for over T is a real one.
     m.tracker.revoke([P], "session lost", release=True, lost=True)
-    elapsed = 0.0
-    while elapsed <= T:
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
-        elapsed += 0.25
+    rival_claims(m, (P,), T)
     assert "has led it for over T" in (m.why_not(P) or "")
 
 
@@ -189,11 +196,8 @@ def test_another_leader_for_longer_than_t_ends_provisional_leadership(variant: V
     m.lead(P)
     m.lead(Q)
     m.tracker.revoke([P], "session lost", release=True, lost=True)
-    elapsed = 0.0
-    while elapsed <= T:  # the rival's heartbeats reach us on Q, naming P as led by it
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
-        elapsed += 0.25
+    # the rival's heartbeats reach us on Q, naming P as led by it
+    for elapsed in rival_beats(m, (P,), T):
         if elapsed < T:
             assert m.leads(P), elapsed
     assert not m.leads(P)
@@ -211,11 +215,7 @@ def test_a_claim_the_rival_has_dropped_does_not_end_provisional_leadership(
     old claims, and the group led half of them through the stall)."""
     m = holding_member(variant)
     m.lead(Q)
-    elapsed = 0.0
-    while elapsed <= T:  # the rival leads P for over T
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
-        elapsed += 0.25
+    rival_claims(m, (P,), T)  # the rival leads P for over T
     m.lead(P)  # P is handed to this member; the rival's next heartbeat no longer names it
     m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=()))
     m.advance(0.25, beat=Q)
@@ -234,11 +234,7 @@ def test_an_older_copy_of_a_heartbeat_does_not_end_the_claim(variant: Variant) -
     m.lead(Q)
     old = m.heartbeat(Q, member_id=RIVAL, led=())
     m.tracker.revoke([P], "session lost", release=True, lost=True)
-    elapsed = 0.0
-    while elapsed <= T:
-        m.advance(0.25, beat=Q)
-        m.observe(Q, m.heartbeat(Q, member_id=RIVAL, led=(P,)))
-        elapsed += 0.25
+    rival_claims(m, (P,), T)
     m.observe(Q, old)  # sent before the claims above, read after them
     assert not m.leads(P)
     assert "has led it for over T" in (m.why_not(P) or "")
