@@ -28,7 +28,7 @@ def _complete(cluster: PricingCluster, groups: list[str]) -> Callable[[], bool]:
 
 
 def _incomplete(cluster: PricingCluster, groups: list[str]) -> Callable[[], str]:
-    """On timeout: what each group still misses, per partition, and its live members' logs."""
+    """On timeout: what each group still misses, and each member's state and log."""
 
     def describe() -> str:
         raw = cluster.read("raw", idle_s=0.5)
@@ -41,8 +41,9 @@ def _incomplete(cluster: PricingCluster, groups: list[str]) -> Callable[[], str]
                 first[instrument] = min(first.get(instrument, seq), seq)
             parts.append(f"{g} misses {len(gone)} prices; first missing seq: {first}")
             for name, proc in cluster.members.items():
-                if name.startswith(f"{g}-") and proc.alive():
-                    parts.append(f"--- {name} log tail:\n{proc.log_tail(40)}")
+                if name.startswith(f"{g}-"):
+                    state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
+                    parts.append(f"--- {name} ({state}) log tail:\n{proc.log_tail(25)}")
         return " ".join(groups) + " to publish everything\n" + "\n".join(parts)
 
     return describe
