@@ -110,7 +110,7 @@ class NeliConfig:
             go stale) or its session is lost, until a new assignment arrives (a partition it
             does not include: until another member is seen leading it) or another member has
             been seen leading the partition for longer than T during this member's term
-            (details: :mod:`neli._tracker`). A coordinator stall then
+            (details: :mod:`neli._isolation`). A coordinator stall then
             cannot leave every member of every group leaderless at once (a common-mode
             failure); the price is more overlap, i.e. duplicate work, while the stall lasts.
             Off by default (the paper's rule: stale means not leading).

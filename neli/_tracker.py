@@ -45,28 +45,20 @@ When can leadership no longer be trusted?
   heartbeat returns. This assumes every member of the group runs a version that stops on a
   later term.
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
-  was leading a partition keeps leading it, *provisionally*, when its observations go stale
-  while the partition is still assigned (the broker stopped answering) or when its session is
-  lost. Provisional leadership ends when a new assignment arrives (a partition it does not
-  include is handed over: led until its new owner is seen leading it; while nobody is, as
-  long as the member still reads heartbeats: T after the assignment or the last one it
-  read, whichever is later), or
-  when another member of the group has been seen leading the partition for longer than T
-  during this member's term (not just its predecessor, handing over to it). A stall
-  of the broker or of the group coordinator therefore never leaves a partition without a
-  leader; the price is more overlap (duplicates downstream) while the stall lasts. A planned
-  revocation (a rebalance) is unaffected.
+  was leading a partition keeps leading it, *provisionally*, through a broker or coordinator
+  stall or a session loss; when that ends: :mod:`neli._isolation`.
 * **Exclusive mode, both variants**: also whenever this process has stalled (was paused, or
   its event loop was starved) for longer than ``stall_limit_ms``, until S + 0.5 s (at least T)
   after it runs again. Why, and how a stall is detected: :mod:`neli._stall`.
 
-Two parts live in modules of their own: the stall guard (:mod:`neli._stall`) and what the other
-members of the group claim to lead, read from their heartbeats (:mod:`neli._claims`).
+Parts live in modules of their own: the stall guard (:mod:`neli._stall`), what the other
+members of the group claim to lead, read from their heartbeats (:mod:`neli._claims`), the
+rules of riding through isolation (:mod:`neli._isolation`) and the per-partition state
+(:mod:`neli._slot`).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -74,39 +66,9 @@ from neli._claims import Claims
 from neli._config import Mode, NeliConfig, Variant
 from neli._events import EventKind
 from neli._heartbeat import Heartbeat
+from neli._isolation import Isolation
+from neli._slot import Slot, State, previous_holder_silence
 from neli._stall import StallGuard
-
-
-class _State(enum.Enum):
-    FOLLOWER = "follower"
-    LEADER = "leader"
-    FENCED = "fenced"
-
-
-@dataclass(slots=True)
-class _Slot:
-    """What this member knows about one assigned partition."""
-
-    assigned_mono: float
-    incarnation: int
-    fresh: float | None = None  # see module docstring: receive mono, publish wall or sent mono
-    state: _State = _State.FOLLOWER
-    term_started_wall: float | None = None
-    released: str | None = None  # non-exclusive: revoked, leading until it goes stale
-    hold: bool = False  # non-exclusive, keep_leading_when_isolated: released by a session loss
-    hand_over_after: float | None = None  # hold ended by a new assignment at this mono time
-    since_wall: float | None = None  # wall time of the assignment (fast: sent as ``since``)
-    superseded: str | None = None  # fast, exclusive: the member whose later term was seen
-    prior_wall: float | None = None  # fast: send time of the latest other member's heartbeat
-    prior_named: bool = False  # ... read before our own returned, and whether it named us
-
-
-def _silence(slot: _Slot, now_wall: float) -> float | None:
-    """Seconds since the previous holder's last heartbeat, by the evidence (see the module
-    docstring), or ``None`` without it."""
-    if slot.fresh is None or not slot.prior_named or slot.prior_wall is None:
-        return None
-    return now_wall - slot.prior_wall
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,14 +94,13 @@ class LeadershipTracker:
         self._e = config.clock_skew_ms / 1000.0
         self._exclusive = config.mode is Mode.EXCLUSIVE
         self._fast = config.variant is Variant.FAST
-        self._slots: dict[int, _Slot] = {}
+        self._slots: dict[int, Slot] = {}
         self._incarnations = 0
         self._stall = StallGuard(config)
-        self._hold = config.keep_leading_when_isolated and not self._exclusive
         self._claims = Claims(self._t)
-        #: Receipt (mono) of the latest heartbeat read, from anyone: whether this member can
-        #: still see what the others of its group claim (see :meth:`_provisional_why_not`).
-        self._heard: float | None = None
+        self._isolation = Isolation(
+            config.keep_leading_when_isolated and not self._exclusive, self._t, self._claims
+        )
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -168,7 +129,7 @@ class LeadershipTracker:
                 slot.hand_over_after = None
             elif slot is None:
                 self._incarnations += 1
-                self._slots[p] = _Slot(
+                self._slots[p] = Slot(
                     assigned_mono=now_mono, incarnation=self._incarnations, since_wall=now_wall
                 )
 
@@ -183,7 +144,7 @@ class LeadershipTracker:
             not self._exclusive
             or slot is None
             or slot.released is not None
-            or slot.state is not _State.FOLLOWER
+            or slot.state is not State.FOLLOWER
             or now_mono - slot.assigned_mono >= self._t
         ):
             return False
@@ -198,16 +159,18 @@ class LeadershipTracker:
             p
             for p, slot in self._slots.items()
             if slot.released is None
-            and slot.state is _State.FOLLOWER
+            and slot.state is State.FOLLOWER
             and self._in_grace(slot, now_mono, now_wall)
         )
 
-    def _in_grace(self, slot: _Slot, now_mono: float, now_wall: float | None) -> bool:
+    def _in_grace(self, slot: Slot, now_mono: float, now_wall: float | None) -> bool:
         """Whether ``slot``'s grace period still runs (exclusive mode)."""
         if now_mono - slot.assigned_mono >= self._t:
             return False
         # Fast variant: over early on the evidence of the module docstring.
-        silent = None if now_wall is None or not self._fast else _silence(slot, now_wall)
+        silent = (
+            None if now_wall is None or not self._fast else previous_holder_silence(slot, now_wall)
+        )
         return silent is None or silent < self._t + self._e
 
     def revoke(
@@ -230,10 +193,10 @@ class LeadershipTracker:
             kept = self._slots.get(p)
             if release and not self._exclusive and kept is not None:
                 kept.released = reason
-                kept.hold = self._hold and lost and kept.state is _State.LEADER
+                kept.hold = self._isolation.enabled and lost and kept.state is State.LEADER
                 continue
             slot = self._slots.pop(p, None)
-            if slot is not None and slot.state is not _State.FOLLOWER:
+            if slot is not None and slot.state is not State.FOLLOWER:
                 out.append(
                     Transition(
                         EventKind.REVOKED, p, reason, term_started_wall=slot.term_started_wall
@@ -252,7 +215,7 @@ class LeadershipTracker:
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
         """
-        self._heard = now_mono
+        self._isolation.heard(now_mono)
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
             # Other groups share the topic; their leaders are not our predecessors.
             self._claims.observe(hb, now_mono)
@@ -276,7 +239,7 @@ class LeadershipTracker:
 
     @staticmethod
     def _observe_other(
-        partition: int, slot: _Slot, hb: Heartbeat, publish_wall: float | None
+        partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None
     ) -> None:
         """Fast, exclusive: another member's heartbeat on a partition this member holds."""
         if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
@@ -301,7 +264,7 @@ class LeadershipTracker:
         the partition before this member's own first heartbeat returned, naming the partition
         as led. ``None`` while that is not known (no such heartbeat, or ours not back yet)."""
         slot = self._slots.get(partition)
-        return None if slot is None else _silence(slot, now_wall)
+        return None if slot is None else previous_holder_silence(slot, now_wall)
 
     def since(self, partition: int) -> float | None:
         """Wall time at which ``partition`` was assigned (fast-variant heartbeats)."""
@@ -357,54 +320,20 @@ class LeadershipTracker:
             return None if now_mono - slot.fresh < self._t else "own heartbeat not returned"
         if self._exclusive:
             return None if now_wall - slot.fresh < self._t else "heartbeats stale"
-        if slot.hand_over_after is not None and slot.released is not None:
-            rival = self._claims.rival(partition)
-            if rival is not None and rival.last_mono >= slot.hand_over_after:
-                return f"handed over to {rival.member_id}"
+        handed_over = self._isolation.handed_over(partition, slot)
+        if handed_over is not None:
+            return handed_over
         if now_mono - slot.fresh < self._t and not slot.hold:
             return None
-        return self._provisional_why_not(partition, slot, now_mono)
-
-    def _provisional_why_not(self, partition: int, slot: _Slot, now_mono: float) -> str | None:
-        """Non-exclusive, past T (or held after a session loss): lead on provisionally?"""
         stale = "own heartbeat not returned" if self._fast else "heartbeats stale"
-        if not self._hold or slot.state is not _State.LEADER:
-            return stale
-        if slot.released is not None and not slot.hold:
-            if (
-                slot.hand_over_after is not None
-                and self._heard is not None
-                and now_mono - self._heard < self._t
-            ):
-                # Handed over after a session loss, and nobody of the group has named it as
-                # led since (the check above), though their heartbeats reach this member: it
-                # has no other leader yet. A cooperative rebalance can leave a partition
-                # unassigned for a round or more (seen on the embedded broker: 12 s after a
-                # broker stall); releasing it T after the assignment left the group without a
-                # leader for it until the next round. Cut off from the heartbeats, the member
-                # cannot tell, and releases it T after the last one it read.
-                return None
-            return stale  # a planned revocation: released as usual
-        rival = self._claims.rival(partition)
-        if (
-            rival is not None
-            and now_mono - rival.last_mono < self._t
-            and rival.last_mono - max(rival.first_mono, slot.assigned_mono) >= self._t
-        ):
-            # Only claims made during this member's term count: those of the member that
-            # handed the partition over to it, in the second or so before that member's next
-            # heartbeat names it no longer, are its predecessor's, not a rival's. Counted,
-            # they made this member give the partition up when a broker stall followed the
-            # hand-over within a pulse (a gap of 6 s in the broker-stall test).
-            return f"{stale}; {rival.member_id} has led it for over T"
-        return None
+        return self._isolation.why_not(partition, slot, now_mono, stale)
 
     def provisional(self, now_mono: float, now_wall: float) -> frozenset[int]:
         """Partitions led only provisionally now (stale or session lost; see the docstring)."""
         return frozenset(
             p
             for p, slot in self._slots.items()
-            if self._hold
+            if self._isolation.enabled
             and self.leads(p, now_mono, now_wall)
             and (slot.hold or (slot.fresh is not None and now_mono - slot.fresh >= self._t))
         )
@@ -434,20 +363,20 @@ class LeadershipTracker:
             reason = self.why_not(p, now_mono, now_wall)
             if slot.released is not None and reason is not None:
                 del self._slots[p]
-                if slot.state is not _State.FOLLOWER:
+                if slot.state is not State.FOLLOWER:
                     started = slot.term_started_wall
                     kind, why = EventKind.REVOKED, f"{slot.released}, then {reason}"
                     out.append(Transition(kind, p, why, term_started_wall=started))
-            elif reason is None and slot.state is _State.FOLLOWER:
-                slot.state, slot.term_started_wall = _State.LEADER, now_wall
+            elif reason is None and slot.state is State.FOLLOWER:
+                slot.state, slot.term_started_wall = State.LEADER, now_wall
                 out.append(
                     Transition(EventKind.ACQUIRED, p, "assigned", predecessor=self.predecessor(p))
                 )
-            elif reason is None and slot.state is _State.FENCED:
-                slot.state, slot.term_started_wall = _State.LEADER, now_wall
+            elif reason is None and slot.state is State.FENCED:
+                slot.state, slot.term_started_wall = State.LEADER, now_wall
                 out.append(Transition(EventKind.RESUMED, p, "heartbeats fresh again"))
-            elif reason is not None and slot.state is _State.LEADER:
+            elif reason is not None and slot.state is State.LEADER:
                 started = slot.term_started_wall
-                slot.state, slot.term_started_wall = _State.FENCED, None
+                slot.state, slot.term_started_wall = State.FENCED, None
                 out.append(Transition(EventKind.FENCED, p, reason, term_started_wall=started))
         return out
