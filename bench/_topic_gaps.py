@@ -98,6 +98,10 @@ class InputTail:
         for msg in batch:
             self._stamps[msg.partition() or 0].append(msg.timestamp()[1])
 
+    def stamps(self) -> dict[int, list[int]]:
+        """A copy of the timestamps kept so far, per partition (in arrival order)."""
+        return {p: list(ts) for p, ts in self._stamps.items()}
+
     def silence_ms(self, partition: int, lo_ms: float, hi_ms: float) -> int:
         """The longest gap between consecutive copies (by timestamp) on ``partition`` whose
         later one falls in [lo_ms, hi_ms]."""
