@@ -24,7 +24,6 @@ Run (alone on the machine): ``.venv/bin/python bench/broker_load.py [--window 45
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import signal
 import sys
@@ -38,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write
 from _pipeline import code_version, foreign_processes, start_feed, start_pipeline
 from _procstat import cpu_s, load
-from _topic_gaps import BASELINE_SUB_S, InputTail, PricesTail
+from _topic_gaps import BASELINE_SUB_S, InputTail, PricesTail, baseline_gaps
 
 from pricing_ha.local.broker import EmbeddedBroker
 from pricing_ha.local.procs import ProcessGroup
@@ -48,16 +47,13 @@ SETTLE_S = 5.0
 
 
 def _window_gaps(stamps: dict[int, list[int]], lo_ms: int, hi_ms: int) -> list[int]:
-    """Per partition and 3 s sub-window of [lo_ms, hi_ms]: the longest gap (ms) between
-    consecutive timestamps whose later one falls in the sub-window."""
-    step = int(BASELINE_SUB_S * 1000)
-    out = []
-    for start in range(lo_ms, hi_ms - step + 1, step):
-        for ts in stamps.values():
-            ordered = sorted(ts)
-            gaps = [b - a for a, b in itertools.pairwise(ordered) if start <= b < start + step]
-            if gaps:
-                out.append(max(gaps))
+    """Per partition that has records, the longest gap (ms) in each 3 s sub-window of
+    [lo_ms, hi_ms], as the takeover benchmark's baseline takes it (:func:`baseline_gaps`)."""
+    out: list[int] = []
+    for ts in stamps.values():
+        if ts:
+            recs = [(0, t, "") for t in sorted(ts)]
+            out.extend(round(g * 1000) for g in baseline_gaps(recs, lo_ms, hi_ms))
     return out
 
 

@@ -21,9 +21,8 @@ class Slot:
 
     assigned_mono: float
     incarnation: int
-    fresh: float | None = (
-        None  # see neli._tracker's docstring: receive mono, publish wall or sent mono
-    )
+    #: See neli._tracker's docstring: receive mono, publish wall or sent mono.
+    fresh: float | None = None
     state: State = State.FOLLOWER
     term_started_wall: float | None = None
     released: str | None = None  # non-exclusive: revoked, leading until it goes stale
