@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _common import wait_until
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import Proc, ProcessGroup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,5 +164,5 @@ def etcd(procs: ProcessGroup, workdir: Path, flags: list[str]) -> Iterator[Serve
 @contextlib.contextmanager
 def tansu(workdir: Path) -> Iterator[Server]:
     """The embedded broker, with a fresh one-partition topic per case made by the case."""
-    with EmbeddedBroker(log_dir=workdir) as broker:
+    with LocalKafka(workdir=workdir / "kafka", keep_workdir=True) as broker:
         yield Server("tansu", broker.pid, broker.bootstrap)

@@ -30,12 +30,12 @@ from _fencing_common import (
     _value,
 )
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 WEDGE_MESSAGE_TIMEOUT_MS = 1500
 
 
-def _pause_until_timed_out(broker: EmbeddedBroker, topic: str, clients: list[Client]) -> float:
+def _pause_until_timed_out(broker: LocalKafka, topic: str, clients: list[Client]) -> float:
     """SIGSTOP the broker; each client produces 3 records; SIGCONT once all 3 failed each."""
 
     def all_failed() -> bool:
@@ -56,7 +56,7 @@ def _pause_until_timed_out(broker: EmbeddedBroker, topic: str, clients: list[Cli
         broker.resume()
 
 
-def wedge(broker: EmbeddedBroker) -> dict[str, Any]:
+def wedge(broker: LocalKafka) -> dict[str, Any]:
     """Pause the broker past message.timeout.ms with records outstanding; then recover?"""
     bootstrap = broker.bootstrap
     topic = _create_topic(bootstrap, 1, "wedge")

@@ -32,7 +32,7 @@ from _topic_gaps import (
 from confluent_kafka import Producer
 
 from pricing_ha.dedupe.relay import relay_group_id
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
@@ -344,7 +344,7 @@ def run_cluster(
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"cluster": index, "rounds": list(rounds)}
     result = ClusterRun(summary)
-    with EmbeddedBroker() as broker, ProcessGroup(workdir / "logs") as procs:
+    with LocalKafka() as broker, ProcessGroup(workdir / "logs") as procs:
         summary["broker_startup_s"] = round(broker.startup_s or 0.0, 2)
         c = PricingCluster(procs, broker.bootstrap, workdir)
         c.env["PRICING_HA__RELAY__FENCING"] = fencing

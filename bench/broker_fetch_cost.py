@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 TOPIC = "t"
 _FILL_CHUNK = 500
@@ -64,7 +64,7 @@ def _first_fetch_s(bootstrap: str, end: int, tag: str) -> float:
         consumer.close()
 
 
-def _measure(broker: EmbeddedBroker, producer: Producer, end: int, step: int) -> dict[str, Any]:
+def _measure(broker: LocalKafka, producer: Producer, end: int, step: int) -> dict[str, Any]:
     first = [_first_fetch_s(broker.bootstrap, end, f"first-{step}-{i}") for i in range(10)]
     tail = Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": f"tail-{step}", "fetch.wait.max.ms": 10}
@@ -105,7 +105,7 @@ def main() -> None:
     load_before = load()
     began = time.monotonic()
     rows = []
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result()
         producer = Producer(

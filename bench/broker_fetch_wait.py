@@ -41,7 +41,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from neli import Mode, Neli, NeliConfig, Variant
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 TOPIC = "t"
 NELI_TOPIC = "neli"
@@ -143,7 +143,7 @@ def main() -> None:
     began = time.monotonic()
     latency: dict[str, Any] = {}
     cpu: dict[str, list[float]] = {"100": [], "10": []}
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics(
             [NewTopic(TOPIC, 1, 1), NewTopic(NELI_TOPIC, 4, 1)]

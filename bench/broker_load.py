@@ -39,7 +39,7 @@ from _pipeline import code_version, foreign_processes, start_feed, start_pipelin
 from _procstat import cpu_s, load
 from _topic_gaps import BASELINE_SUB_S, InputTail, PricesTail, baseline_gaps
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import ProcessGroup
 
 TICK_S = 0.1
@@ -82,7 +82,7 @@ def run(instruments: int, window_s: float, *, pin_broker: bool) -> dict[str, Any
     if pin_broker:
         os.sched_setaffinity(0, {cores[-1]})  # the broker's threads inherit this
     try:
-        with EmbeddedBroker() as broker, ProcessGroup(workdir / "logs") as procs:
+        with LocalKafka() as broker, ProcessGroup(workdir / "logs") as procs:
             if pin_broker:
                 os.sched_setaffinity(0, set(cores[:-1]))  # everything started from here on
             c = start_pipeline(procs, broker.bootstrap, workdir, 1)

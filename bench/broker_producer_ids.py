@@ -34,12 +34,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 PARTITIONS = 4
 
 
-def _measure(broker: EmbeddedBroker, rate: float, seconds: float) -> dict[str, Any]:
+def _measure(broker: LocalKafka, rate: float, seconds: float) -> dict[str, Any]:
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -68,7 +68,7 @@ def _measure(broker: EmbeddedBroker, rate: float, seconds: float) -> dict[str, A
     }
 
 
-def _create_producers(broker: EmbeddedBroker, count: int) -> None:
+def _create_producers(broker: LocalKafka, count: int) -> None:
     for _ in range(count):
         producer = Producer(
             {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all"}
@@ -88,7 +88,7 @@ def main() -> None:
     steps = [int(s) for s in args.steps.split(",")]
     load_before = load()
     rows = []
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("t", PARTITIONS, 1)])["t"].result()
         seen = 0

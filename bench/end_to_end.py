@@ -61,7 +61,7 @@ from _pipeline import (
 )
 
 from pricing_ha.config import AppConfig
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
 
@@ -290,7 +290,7 @@ def main() -> None:
     }
     # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
     os.chdir(tempfile.mkdtemp(prefix="bench-e2e-cwd-"))
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         if not args.skip_throughput:
             print("throughput, unpaced", flush=True)
             up = unpaced(broker.bootstrap, args.count, args.members)

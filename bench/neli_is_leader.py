@@ -26,7 +26,7 @@ from _common import write
 
 from neli import Mode, Neli, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 N = 200_000
 
@@ -68,7 +68,7 @@ async def _measure(bootstrap: str, variant: Variant, mode: Mode) -> dict[str, fl
 async def main() -> None:
     """Measure every variant/mode on one embedded broker."""
     figures: dict[str, dict[str, float]] = {}
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         for variant in Variant:
             for mode in Mode:
                 key = f"{variant.value}/{mode.value}"

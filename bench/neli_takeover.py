@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import summary, wait_until, write
 
 from pricing_ha.local import leadership_log
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import Proc, ProcessGroup
 
 M = 4
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--session-ms", type=int, default=3000)
     args = parser.parse_args()
     figures: dict[str, object] = {"session_timeout_ms": args.session_ms, "partitions": M}
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         for variant, mode in CASES:
             times = run_case(broker.bootstrap, variant, mode, args.rounds, args.session_ms)
             figures[f"{variant}/{mode}"] = summary(times) if times else {"n": 0}

@@ -39,7 +39,7 @@ from pipeline_availability import measured_child
 
 from pricing_ha.config import AppConfig, BrokerConfig
 from pricing_ha.kafka.topics import create_topics
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 INSTRUMENTS = 100
 RECORDS_PER_PRICE = 4  # a quote, two raw copies, one deduplicated price
@@ -181,7 +181,7 @@ def main() -> None:
     foreign = foreign_processes()
     with (
         tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp,
-        EmbeddedBroker(log_dir=Path(tmp)) as broker,
+        LocalKafka(workdir=Path(tmp) / "kafka") as broker,
     ):
         cfg = _config(broker.bootstrap)
         create_topics(AdminClient({"bootstrap.servers": broker.bootstrap}), cfg)

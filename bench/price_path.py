@@ -72,7 +72,7 @@ from _price_cases import (
 )
 from _procstat import load
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.member.worker import BATCH, FIRST_WAIT_S
 
 KINDS = ("product", "reference")
@@ -321,7 +321,7 @@ def main() -> None:
     latencies: dict[tuple[float, str], list[dict[str, Any]]] = {}
     # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
     os.chdir(tempfile.mkdtemp(prefix="bench-price-path-cwd-"))
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         bench = Bench(args, broker.bootstrap, broker.pid)
         for k in range(args.rounds):
             for instruments, partitions in combos:

@@ -32,7 +32,7 @@ from _common import RESULTS, machine
 from _pipeline import TopicCounter, code_version, foreign_processes, start_feed, start_pipeline
 from _procstat import cpu_s, thread_cpu_s
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import ProcessGroup
 
 INSTRUMENTS = 100
@@ -65,7 +65,7 @@ def main() -> None:
         "code": code_version(),
     }
     work = Path(tempfile.mkdtemp(prefix="bench-profile-"))
-    with EmbeddedBroker() as broker, ProcessGroup(work / "logs") as procs:
+    with LocalKafka() as broker, ProcessGroup(work / "logs") as procs:
         cluster = start_pipeline(procs, broker.bootstrap, work)
         prices = cluster.topics["prices"]
         counter = TopicCounter(broker.bootstrap, [prices], cluster.partitions)

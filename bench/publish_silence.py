@@ -63,7 +63,7 @@ from _pipeline import code_version, foreign_processes
 from _silence_report import figures, run_line, table
 
 from pricing_ha.kafka.headers import header_dict
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import (
     SESSION_MS,  # PricingCluster's default S
     PricingCluster,
@@ -161,7 +161,7 @@ def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> int:
     return since[-1]
 
 
-def _pause_broker(broker: EmbeddedBroker, pause_s: float) -> tuple[int, int]:
+def _pause_broker(broker: LocalKafka, pause_s: float) -> tuple[int, int]:
     """SIGSTOP the broker for ``pause_s``, then SIGCONT (always); return both times (ns)."""
     broker.check_alive()
     stop_ns = time.time_ns()
@@ -175,7 +175,7 @@ def _pause_broker(broker: EmbeddedBroker, pause_s: float) -> tuple[int, int]:
 
 
 def run_once(
-    broker: EmbeddedBroker,
+    broker: LocalKafka,
     scenario: str,
     session_ms: int,
     observe_s: float,
@@ -350,7 +350,7 @@ def _plan(scenarios: list[str], pauses: list[float]) -> list[tuple[str, str, flo
 
 
 def _measure_session(
-    broker: EmbeddedBroker,
+    broker: LocalKafka,
     session_ms: int,
     plan: list[tuple[str, str, float]],
     runs: int,
@@ -425,7 +425,7 @@ def main() -> None:
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
     }
     by_session: dict[str, dict[str, Any]] = {}
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         for ms in args.session_ms:
             observe_s = args.observe_s if args.observe_s is not None else 5 * ms / 1000
             by_session[str(ms)] = _measure_session(broker, ms, plan, args.runs, observe_s)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import consumer, wait_until, write
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
 from pricing_ha.publishing.publisher import quotes_group_id
@@ -177,7 +177,7 @@ def main() -> None:
     figures: dict[str, Any] = {"quotes": args.quotes, "instruments": args.instruments}
     # Other work on the machine shares the cores: keep its load next to the figures.
     figures["load_average_1m_before"] = round(os.getloadavg()[0], 2)
-    with EmbeddedBroker() as broker, ProcessGroup(workdir / "logs") as procs:
+    with LocalKafka() as broker, ProcessGroup(workdir / "logs") as procs:
         cluster = PricingCluster(procs, broker.bootstrap, workdir)
         cluster.create_topics()
         figures["partitions"] = cluster.partitions

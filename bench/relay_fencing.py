@@ -81,7 +81,7 @@ from _fencing_wedge import wedge
 from _fencing_zombie import zombie, zombie_child
 from _pipeline import code_version, foreign_processes
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 
 
 def _tansu_version() -> str | None:
@@ -206,7 +206,7 @@ def main() -> None:
             "load_average_1m_at_start": _load(),
         }
     }
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         bs = broker.bootstrap
         figures["fencing"] = {
             "after_commit": _section("fencing after commit", lambda: fencing_after_commit(bs)),

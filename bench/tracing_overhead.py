@@ -48,7 +48,7 @@ from _common import TopicTail, wait_until, write
 from _procstat import cpu_s
 
 from pricing_ha.kafka.headers import header_dict
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
 
@@ -148,7 +148,7 @@ def main() -> None:
         "load_average_1m_before": round(os.getloadavg()[0], 2),
     }
     runs: dict[float, list[dict[str, Any]]] = {r: [] for r in RATIOS}
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         order = [r for k in range(args.rounds) for r in (RATIOS if k % 2 == 0 else RATIOS[::-1])]
         for i, ratio in enumerate(order):
             print(f"run {i + 1}/{len(order)}: sampling {ratio:g}", flush=True)

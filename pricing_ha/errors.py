@@ -6,7 +6,7 @@
      ├── ConfigError          invalid configuration: names the file, the key and the problem
      ├── TopicLayoutError     topics missing or with mismatched partition counts
      ├── BrokerUnavailableError  the broker did not answer within the bounded retries
-     ├── EmbeddedBrokerError  the embedded Tansu broker could not be found or started
+     ├── LocalKafkaError      the local Apache Kafka (demo, tests) could not be found or started
      ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
      ├── InvalidPriceError    (pricing_ha.publishing.pricing) a price value that cannot be decoded
      └── ReplayError          (pricing_ha.feed.sources) a bad replay CSV file or row
@@ -54,5 +54,5 @@ class BrokerUnavailableError(PricingError):
     exit_code = 3
 
 
-class EmbeddedBrokerError(PricingError):
-    """The embedded broker binary is missing or failed to start."""
+class LocalKafkaError(PricingError):
+    """The local Apache Kafka's jars or Java are missing, or a node failed to start."""

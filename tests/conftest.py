@@ -1,7 +1,8 @@
 """Shared fixtures: a Kafka-protocol broker, unique names and throwaway topics.
 
-Integration tests run against an embedded Tansu broker started once per session, or against a
-real Apache Kafka when ``PRICING_HA_BOOTSTRAP`` is set (``host:port[,host:port]``). Every test
+Integration tests run against a local Apache Kafka (one KRaft node, from the jars that
+``scripts/jars`` resolved) started once per session, or against the cluster that
+``PRICING_HA_BOOTSTRAP`` names (``host:port[,host:port]``). Every test
 under ``tests/integration`` is marked ``integration`` automatically.
 """
 
@@ -18,7 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from tests.waiting import wait_for
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
@@ -42,21 +43,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The session's ``bootstrap.servers``: ``$PRICING_HA_BOOTSTRAP`` or an embedded broker."""
+    """The session's ``bootstrap.servers``: ``$PRICING_HA_BOOTSTRAP`` or a local Apache Kafka."""
     external = os.environ.get(BOOTSTRAP_ENV)
     if external:
         yield external
         return
-    with EmbeddedBroker(log_dir=tmp_path_factory.mktemp("tansu-session")) as broker:
+    with LocalKafka(workdir=tmp_path_factory.mktemp("kafka-session")) as broker:
         yield broker.bootstrap
 
 
 @pytest.fixture
-def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+def own_broker(tmp_path: Path) -> Iterator[LocalKafka]:
     """A broker owned by one test, which may pause, resume or stop it."""
     if os.environ.get(BOOTSTRAP_ENV):
         pytest.skip(f"needs a broker it can pause or kill; {BOOTSTRAP_ENV} points elsewhere")
-    with EmbeddedBroker(log_dir=tmp_path) as broker:
+    with LocalKafka(workdir=tmp_path / "kafka") as broker:
         yield broker
 
 

@@ -1,7 +1,8 @@
-"""``pricing-ha broker``: an embedded broker in the foreground (local use)."""
+"""``pricing-ha broker``: a local Apache Kafka in the foreground (local use)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,25 +14,61 @@ __all__ = ["broker_command"]
 
 @app.command("broker")
 def broker_command(
+    nodes: Annotated[
+        int,
+        typer.Option(
+            help="1, or 3 (racks a/b/c, replication factor 3, min.insync.replicas 2).",
+            min=1,
+            max=3,
+        ),
+    ] = 1,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where each node keeps its config, log and data (kept after exit);"
+            " a temporary directory, removed at exit, if omitted."
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address of the client listeners (controllers: 127.0.0.1).")
+    ] = "127.0.0.1",
     port: Annotated[
-        int | None, typer.Option(help="TCP port on 127.0.0.1; a free one if omitted.")
+        int | None,
+        typer.Option(help="Client port of node 1 (node N: PORT+N-1); free ports if omitted."),
     ] = None,
 ) -> None:
-    """Run an embedded Tansu broker in the foreground until Ctrl-C or SIGTERM."""
-    from pricing_ha.errors import EmbeddedBrokerError
+    """Run Apache Kafka (KRaft) on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
+    from pricing_ha.errors import LocalKafkaError
     from pricing_ha.local.broker import run_foreground
 
+    if nodes == 2:
+        typer.echo("--nodes: 1 or 3 (two controllers cannot lose one and keep a quorum)", err=True)
+        raise typer.Exit(2)
     try:
-        run_foreground(port, lambda bootstrap: typer.echo(_ready_message(bootstrap)))
-    except EmbeddedBrokerError as exc:
+        run_foreground(
+            nodes,
+            workdir,
+            lambda kafka: typer.echo(_ready_message(kafka)),
+            host=host,
+            port=port,
+        )
+    except LocalKafkaError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
 
 
-def _ready_message(bootstrap: str) -> str:
-    """Where the broker listens, and the three ways to point the other commands at it."""
+def _ready_message(kafka: object) -> str:
+    """Where the cluster listens, and the three ways to point the other commands at it."""
+    from pricing_ha.local.broker import LocalKafka
+
+    assert isinstance(kafka, LocalKafka)
+    bootstrap = kafka.bootstrap
+    nodes = "\n".join(
+        f"  node {n.node_id} (rack {n.rack}): {n.bootstrap}, pid {n.pid}, {n.dir}"
+        for n in kafka.nodes
+    )
     return (
-        f"broker ready: {bootstrap}\n"
+        f"Apache Kafka ready in {kafka.startup_s:.1f} s: {bootstrap}\n{nodes}\n"
         "Point the other commands at it with one of:\n"
         f"  export PRICING_HA_BOOTSTRAP={bootstrap}\n"
         f"  pricing-ha <command> --bootstrap {bootstrap}\n"

@@ -26,7 +26,7 @@ from types import FrameType
 import orjson
 
 from pricing_ha.dedupe.relay import relay_group_id
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record, wait_for
 from pricing_ha.local.demo_report import RunRecord, show_traces, trace_notes
 from pricing_ha.local.demo_view import LiveView
@@ -181,7 +181,7 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = None if options.bootstrap else EmbeddedBroker()
+    broker = None if options.bootstrap else LocalKafka()
     try:
         if broker is not None:
             broker.start()

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.local import leadership_log
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import ProcessGroup
 
 
@@ -59,7 +59,7 @@ def run_neli_demo(
 ) -> NeliDemoResult:
     """Run the demonstration and return its measurements."""
     workdir = Path(tempfile.mkdtemp(prefix="neli-demo-"))
-    broker = None if bootstrap else EmbeddedBroker()
+    broker = None if bootstrap else LocalKafka()
     with ProcessGroup(workdir / "logs") as procs:
         try:
             if broker is not None:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 
 import pricing_ha.kafka.producers
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from tests.waiting import wait_for
 
 # message.timeout.ms of every producer under test (the feed's, the publisher's, the relay's) and
@@ -41,7 +41,7 @@ class Target:
     """The broker a test runs against, and the embedded broker process when it may pause it."""
 
     bootstrap: str
-    broker: EmbeddedBroker | None
+    broker: LocalKafka | None
 
 
 @dataclass
@@ -126,7 +126,7 @@ class MidBatchPause:
     two batches of a component that flushes each one: it then has nothing in flight, and the
     pause tests nothing). SIGCONT follows PAUSE_S later, from a thread of its own."""
 
-    broker: EmbeddedBroker
+    broker: LocalKafka
     sigcont: float | None = None
     _thread: threading.Thread | None = None
     _started: threading.Event = field(default_factory=threading.Event)

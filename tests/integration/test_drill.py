@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pricing_ha.config import RelayConfig
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record
 from pricing_ha.local.procs import ProcessGroup
 from tests.waiting import wait_for
@@ -123,10 +123,10 @@ def _prices_by_instrument(prices: list[Record]) -> dict[str, list[Record]]:
 
 
 def test_fault_drill_under_load(
-    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
+    own_broker: LocalKafka, procs: ProcessGroup, tmp_path: Path
 ) -> None:
     """Overlapping faults at 800 quotes/s: prices exactly once, silence bounded, DLQ complete."""
-    c = PricingCluster(procs, embedded_broker.bootstrap, tmp_path, partitions=8)
+    c = PricingCluster(procs, own_broker.bootstrap, tmp_path, partitions=8)
     c.env["PRICING_HA__SUBSCRIBER__MAX_SILENCE_MS"] = str(SUBSCRIBER_BOUND_MS)
     c.create_topics()
     for g in ("p1", "p2"):
@@ -183,11 +183,11 @@ def test_fault_drill_under_load(
         producer.produce(c.topics["quotes"], key=symbol.encode(), value=value)
     assert producer.flush(10) == 0
     at(125, "SIGSTOP broker 2 s")
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         time.sleep(2.0)  # the fault's duration
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
 
     feed = c.members["feed"]
     assert feed.wait(180) == 0, feed.log_tail()

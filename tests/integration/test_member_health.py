@@ -112,14 +112,14 @@ def test_a_synchronous_command_serves_health_from_a_thread(bootstrap: str) -> No
         raise AssertionError("the health server still answers after the block")
 
 
-async def test_broker_check_fails_while_the_broker_is_paused(embedded_broker: Any) -> None:
+async def test_broker_check_fails_while_the_broker_is_paused(own_broker: Any) -> None:
     """A broker that still accepts connections but serves nothing (SIGSTOP) is not ready."""
-    check = broker_reachable(embedded_broker.bootstrap, timeout_s=0.5)
+    check = broker_reachable(own_broker.bootstrap, timeout_s=0.5)
     assert await check() is True
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         with pytest.raises(ConnectionError, match="no broker"):
             await check()
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     assert await check() is True

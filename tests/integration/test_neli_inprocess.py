@@ -24,7 +24,7 @@ from neli import (
     TopicError,
     role_partition,
 )
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from tests.integration.neli_harness import SESSION_MS
 from tests.waiting import wait_for_async
 
@@ -200,12 +200,12 @@ async def test_new_leader_learns_its_predecessor(
 
 
 async def test_after_a_session_loss_the_member_rejoins_without_waiting_for_the_barrier(
-    embedded_broker: EmbeddedBroker, unique_name: Any
+    own_broker: LocalKafka, unique_name: Any
 ) -> None:
     """The broker is paused past S: the member's session is lost. Its barrier handler for
     that revocation is still busy when the member is assigned again (waiting for it would
     only delay the rejoin: the group has already moved on)."""
-    bootstrap = embedded_broker.bootstrap
+    bootstrap = own_broker.bootstrap
     topic = unique_name("t")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(10)
@@ -223,11 +223,11 @@ async def test_after_a_session_loss_the_member_rejoins_without_waiting_for_the_b
     ) as neli:
         neli.add_barrier(slow_on_loss)
         await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leadership")
-        embedded_broker.pause()
+        own_broker.pause()
         try:
             await asyncio.sleep(S + 1.5)  # the fault: a broker stall past the session timeout
         finally:
-            embedded_broker.resume()
+            own_broker.resume()
         await wait_for_async(lambda: bool(lost), 20, "the session-lost revocation")
         await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leading again")
         assert not handler_done, "the rejoin waited for the barrier of a lost session"

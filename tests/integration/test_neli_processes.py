@@ -148,7 +148,7 @@ def test_non_exclusive_sigstop_led_again(
 
 
 def test_fast_fences_itself_when_cut_off_from_the_broker(
-    neli_cluster: Callable[..., Cluster], embedded_broker: Any, unique_name: Any
+    neli_cluster: Callable[..., Cluster], own_broker: Any, unique_name: Any
 ) -> None:
     """Fast variant: members cut off from the broker stop leading before S, then come back."""
     from confluent_kafka.admin import AdminClient
@@ -156,20 +156,20 @@ def test_fast_fences_itself_when_cut_off_from_the_broker(
 
     m = 2
     topic = unique_name("t")
-    admin = AdminClient({"bootstrap.servers": embedded_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
     admin.create_topics([NewTopic(topic, m, 1)])[topic].result(timeout=10)
-    cluster = neli_cluster(topic, embedded_broker.bootstrap)
+    cluster = neli_cluster(topic, own_broker.bootstrap)
     group, names = unique_name("g"), ["a", "b"]
     for n in names:
         cluster.start(n, group, variant="fast", mode="exclusive")
     _formed(cluster, names, m)
     time.sleep(S)
     cut_at = time.monotonic()
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         fenced_at = _until_led(cluster, names, set(), S + MARGIN, "members to fence themselves")
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     logs = cluster.logs()
     last_claim = max(
         b for log in logs for runs in log.runs.values() for _, b in runs if b >= cut_at

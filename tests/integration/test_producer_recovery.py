@@ -27,7 +27,7 @@ from pricing_ha.dedupe.relay import RelayStats, RelayWorker
 from pricing_ha.feed.producer import FeedRunSummary, run_feed
 from pricing_ha.feed.sources import SyntheticMarket, default_symbols
 from pricing_ha.kafka.topics import create_topics, make_admin
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import Record, read_topic
 from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
@@ -82,7 +82,7 @@ def target(request: pytest.FixtureRequest) -> Target:
     """The session broker (steady), or a broker of the test's own that it pauses (paused)."""
     if request.param == "paused":
         # Skips, saying why, when PRICING_HA_BOOTSTRAP names a broker we cannot SIGSTOP.
-        broker: EmbeddedBroker = request.getfixturevalue("embedded_broker")
+        broker: LocalKafka = request.getfixturevalue("own_broker")
         return Target(broker.bootstrap, broker)
     return Target(request.getfixturevalue("bootstrap"), None)
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
@@ -23,9 +23,9 @@ RESUME_BOUND_S = 1.0
 
 
 @pytest.fixture
-def bootstrap(embedded_broker: EmbeddedBroker) -> str:
+def bootstrap(own_broker: LocalKafka) -> str:
     """This module's clusters run on a broker of their own, which the tests pause."""
-    return embedded_broker.bootstrap
+    return own_broker.bootstrap
 
 
 def _first_publications_after(raw: list[Record], at_ns: int) -> dict[str, float]:
@@ -68,7 +68,7 @@ def _start(cluster: PricingCluster, feed_s: float) -> None:
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=feed_s)
 
 
-def _stall(broker: EmbeddedBroker, seconds: float) -> int:
+def _stall(broker: LocalKafka, seconds: float) -> int:
     """Pause the broker for ``seconds``; returns the SIGCONT time (ns)."""
     broker.pause()
     try:
@@ -103,7 +103,7 @@ def _judge(cluster: PricingCluster, resumed_ns: list[int]) -> None:
 
 
 def test_broker_stalls_of_one_two_and_four_s(
-    cluster: PricingCluster, embedded_broker: EmbeddedBroker
+    cluster: PricingCluster, own_broker: LocalKafka
 ) -> None:
     """Broker paused for 1, 2 and 4 session timeouts: the union resumes within 1 s each time."""
     s = cluster.session_ms / 1000
@@ -112,23 +112,23 @@ def test_broker_stalls_of_one_two_and_four_s(
     resumed = []
     for factor in (1, 2, 4):
         time.sleep(settle)  # steady publishing before the fault
-        resumed.append(_stall(embedded_broker, factor * s))
+        resumed.append(_stall(own_broker, factor * s))
     _judge(cluster, resumed)
 
 
 def test_stall_with_one_group_killed_meanwhile(
-    cluster: PricingCluster, embedded_broker: EmbeddedBroker
+    cluster: PricingCluster, own_broker: LocalKafka
 ) -> None:
     """P2 dies during a 2S broker stall: P1, which kept its leadership, covers at SIGCONT."""
     s = cluster.session_ms / 1000
     _start(cluster, feed_s=2 * s + 2 * s + 3 * s)
     time.sleep(2 * s)
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         time.sleep(s)
         for m in ("a", "b"):
             cluster.members[f"p2-{m}"].kill()
         time.sleep(s)
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     _judge(cluster, [time.time_ns()])

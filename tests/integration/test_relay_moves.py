@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from pricing_ha.config import RelayConfig
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
 from pricing_ha.local.procs import Proc, ProcessGroup
 from tests.integration.feed_end import end_feed_once_flowing
@@ -101,21 +101,21 @@ def test_a_relay_joining_and_one_stopping_hand_over_without_a_fail_over_gap(
 
 
 def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
-    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
+    own_broker: LocalKafka, procs: ProcessGroup, tmp_path: Path
 ) -> None:
     """SIGKILL of the owner, then the broker paused for 2 s while the successor takes over."""
-    cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
+    cluster = PricingCluster(procs, own_broker.bootstrap, tmp_path)
     r1 = _two_relays(cluster)
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=10 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     r1.kill()
     # The session expires after S; the rebalance and the takeover follow: pause in the middle.
     time.sleep(S + 0.5)
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         time.sleep(2.0)  # the stall's duration, not a wait for a condition
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     resumed_ms = time.time() * 1000
     # Every instrument must flow on prices after the stall; the feed ends once they all have.
     end_feed_once_flowing(cluster, "prices", resumed_ms + 1000)
@@ -126,7 +126,7 @@ def test_a_broker_stall_during_a_takeover_keeps_prices_exactly_once(
 
 
 def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_group(
-    embedded_broker: EmbeddedBroker, procs: ProcessGroup, tmp_path: Path
+    own_broker: LocalKafka, procs: ProcessGroup, tmp_path: Path
 ) -> None:
     """The broker paused past the relays' S, so every relay's session expires at once: each
     hands its partitions over instead of stopping, so ``prices`` resumes with the broker,
@@ -134,16 +134,16 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
     embedded broker, then the takeovers), and stays exactly once."""
     relay_s = RelayConfig().session_timeout_ms / 1000
     stall_s = relay_s + 0.5
-    cluster = PricingCluster(procs, embedded_broker.bootstrap, tmp_path)
+    cluster = PricingCluster(procs, own_broker.bootstrap, tmp_path)
     _two_relays(cluster)
     cluster.feed(instruments=12, rate=1 / TICK_S, duration=6 * S + 10)
     time.sleep(2 * S)  # prices flowing from both relays (the fault's timing)
     paused_ms = time.time() * 1000
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         time.sleep(stall_s)  # the stall's duration, not a wait for a condition
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     end_ms = paused_ms + (stall_s + 4 * S) * 1000
     end_feed_once_flowing(cluster, "prices", end_ms)
     _wait_exactly_once(cluster)

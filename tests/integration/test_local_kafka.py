@@ -1,4 +1,4 @@
-"""The embedded broker speaks enough real Kafka for the rest of the suite to rely on."""
+"""The local Apache Kafka: what the rest of the suite relies on, and its node faults."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
 
-from pricing_ha.errors import EmbeddedBrokerError
-from pricing_ha.local.broker import EmbeddedBroker
+from pricing_ha.errors import LocalKafkaError
+from pricing_ha.local.broker import KAFKA_LIBS_ENV, LocalKafka
 from tests.waiting import wait_for
 
 
@@ -144,15 +144,15 @@ def _proc_state(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
-def test_pause_silences_broker_until_resume(embedded_broker: EmbeddedBroker) -> None:
+def test_pause_silences_broker_until_resume(own_broker: LocalKafka) -> None:
     """A SIGSTOPped broker answers no metadata; after SIGCONT it answers again."""
-    admin = AdminClient({"bootstrap.servers": embedded_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
     admin.list_topics(timeout=5)
-    embedded_broker.pause()
+    own_broker.pause()
     try:
         # SIGSTOP takes effect asynchronously: ask only once the kernel reports it stopped.
         wait_for(
-            lambda: _proc_state(embedded_broker.pid) == "T",
+            lambda: _proc_state(own_broker.pid) == "T",
             5,
             "the broker process stopped",
             interval_s=0.01,
@@ -160,27 +160,108 @@ def test_pause_silences_broker_until_resume(embedded_broker: EmbeddedBroker) -> 
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=1)
     finally:
-        embedded_broker.resume()
+        own_broker.resume()
     assert admin.list_topics(timeout=5).brokers
 
 
-def test_stop_kills_process_and_is_idempotent(embedded_broker: EmbeddedBroker) -> None:
+def test_stop_kills_process_and_is_idempotent(own_broker: LocalKafka) -> None:
     """stop() ends the broker process, and calling it again does nothing."""
-    pid = embedded_broker.pid
+    pid = own_broker.pid
     assert _pid_exists(pid)
-    embedded_broker.stop()
-    assert not embedded_broker.running
+    own_broker.stop()
+    assert not own_broker.running
     assert not _pid_exists(pid)
-    embedded_broker.stop()
+    own_broker.stop()
 
 
 def test_start_failure_reports_log_tail(tmp_path: Path) -> None:
-    """A broker process that exits during start raises EmbeddedBrokerError with its log."""
-    fake = tmp_path / "fake-tansu"
-    fake.write_text("#!/bin/sh\necho 'simulated startup failure'\nexit 3\n")
-    fake.chmod(0o755)
-    broker = EmbeddedBroker(binary=str(fake), log_dir=tmp_path, startup_timeout_s=10)
-    with pytest.raises(EmbeddedBrokerError, match="simulated startup failure") as info:
-        broker.start()
-    assert "status 3" in str(info.value)
-    assert not broker.running
+    """A node that refuses its configuration raises LocalKafkaError with its log's tail."""
+    kafka = LocalKafka(
+        workdir=tmp_path, overrides={"num.network.threads": "many"}, startup_timeout_s=60
+    )
+    with pytest.raises(LocalKafkaError, match=r"num\.network\.threads") as info:
+        kafka.start()
+    assert "kafka node 1" in str(info.value)
+    assert not kafka.running
+
+
+def test_missing_jars_name_the_directory_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the jars, start says where it looked and how to get them, in one error."""
+    monkeypatch.setenv(KAFKA_LIBS_ENV, str(tmp_path))
+    with pytest.raises(LocalKafkaError, match=r"no Apache Kafka jars in .*scripts/jars"):
+        LocalKafka(workdir=tmp_path / "kafka").start()
+
+
+def _produce_all(producer: Producer, topic: str, values: range) -> None:
+    failed: list[str] = []
+
+    def report(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    for v in values:
+        producer.produce(topic, value=str(v).encode(), on_delivery=report)
+    assert producer.flush(30) == 0
+    assert not failed, failed
+
+
+def _read_all(bootstrap: str, topic: str, count: int) -> list[int]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[int] = []
+
+    def all_read() -> bool:
+        for msg in consumer.consume(500, 0.5):
+            assert msg.error() is None, msg.error()
+            got.append(int(msg.value() or b""))
+        return len(got) >= count
+
+    try:
+        wait_for(all_read, 60, lambda: f"{count} records (have {len(got)})", interval_s=0)
+    finally:
+        consumer.close()
+    return got
+
+
+def test_three_nodes_lose_one_without_losing_a_write(tmp_path: Path) -> None:
+    """Three nodes in racks a/b/c: acks=all writes go on through a node's SIGKILL and none is lost.
+
+    The killed node restarts from its own log directory and rejoins the ISR.
+    """
+    with LocalKafka(nodes=3, workdir=tmp_path) as kafka:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        meta = admin.list_topics(timeout=10)
+        assert set(meta.brokers) == {1, 2, 3}
+        topic = "three-nodes"
+        admin.create_topics([NewTopic(topic, 1)])["three-nodes"].result(30)
+
+        def partition() -> PartitionMetadata | None:
+            return admin.list_topics(topic, timeout=5).topics[topic].partitions.get(0)
+
+        wait_for(lambda: partition() is not None, 30, "the new topic's metadata")
+        described = partition()
+        assert described is not None
+        assert sorted(described.replicas) == [1, 2, 3]
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+        _produce_all(producer, topic, range(500))
+        victim = described.leader
+        kafka.node(victim).kill()
+        _produce_all(producer, topic, range(500, 1000))
+        kafka.restart_node(victim)
+
+        def back_in_isr() -> bool:
+            p = partition()
+            return p is not None and sorted(p.isrs) == [1, 2, 3]
+
+        wait_for(back_in_isr, 60, "the restarted node back in the ISR")
+        assert _read_all(kafka.bootstrap, topic, 1000) == list(range(1000))
+        assert (kafka.node(victim).dir / "data").is_dir()
