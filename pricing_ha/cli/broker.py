@@ -73,5 +73,10 @@ def _ready_message(kafka: object) -> str:
         f"  export PRICING_HA_BOOTSTRAP={bootstrap}\n"
         f"  pricing-ha <command> --bootstrap {bootstrap}\n"
         f'  [broker] bootstrap_servers = "{bootstrap}"   (in the --config file)\n'
-        "then, once: pricing-ha topics create"
+        + (
+            "  export PRICING_HA__TOPICS__REPLICATION_FACTOR=3   (three replicas, min ISR 2)\n"
+            if len(kafka.nodes) == 3
+            else ""
+        )
+        + "then, once: pricing-ha topics create"
     )

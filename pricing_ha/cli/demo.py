@@ -17,7 +17,7 @@ __all__ = ["demo_command", "neli_demo_command"]
 def demo_command(
     *,
     bootstrap: Annotated[
-        str | None, typer.Option(help="Use this broker instead of an embedded one.")
+        str | None, typer.Option(help="Use this broker instead of starting a local Apache Kafka.")
     ] = None,
     duration: Annotated[float, typer.Option(min=10, help="Seconds of market data.")] = 45.0,
     instruments: Annotated[int, typer.Option(min=1, help="Instruments in the feed.")] = 20,
@@ -78,7 +78,7 @@ def demo_command(
 @app.command("neli-demo")
 def neli_demo_command(
     bootstrap: Annotated[
-        str | None, typer.Option(help="Use this broker instead of an embedded one.")
+        str | None, typer.Option(help="Use this broker instead of starting a local Apache Kafka.")
     ] = None,
     members: Annotated[int, typer.Option(min=2, help="Members in the NELI group.")] = 3,
     partitions: Annotated[int, typer.Option(min=1, help="Partitions of the NELI topic.")] = 6,

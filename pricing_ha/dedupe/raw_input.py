@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
     KafkaException,
@@ -35,6 +34,7 @@ from confluent_kafka import (
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice
+from pricing_ha.kafka.positions import committed_starts
 
 __all__ = ["FETCH_SETTINGS", "RawInput"]
 
@@ -97,22 +97,9 @@ class RawInput:
         4.6 s after the takeover. Assigned at an offset, a partition is fetched at once.
         Starting earlier than the latest commit is harmless (the arbiter drops what the marks
         already cover), so a commit racing this query loses nothing; a query that fails
-        leaves the lookup to librdkafka (``OFFSET_INVALID``).
+        leaves the lookup to librdkafka (``OFFSET_INVALID``; :mod:`pricing_ha.kafka.positions`).
         """
-        taken = [TopicPartition(self._topic, p, OFFSET_INVALID) for p in partitions]
-        try:
-            got = self._consumer.committed(taken, timeout=_COMMITTED_TIMEOUT_S)
-        except KafkaException as exc:
-            log.info("committed offsets of %s not known (%s): librdkafka looks them up", taken, exc)
-            return taken
-        out = []
-        for tp in got:
-            if tp.error is not None:
-                out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
-            else:  # no commit yet: from the beginning, as auto.offset.reset = earliest says
-                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                out.append(TopicPartition(tp.topic, tp.partition, offset))
-        return out
+        return committed_starts(self._consumer, self._topic, partitions, _COMMITTED_TIMEOUT_S)
 
     def read_ahead(self, partitions: list[int]) -> None:
         """Start reading ``partitions`` ahead of their takeover, from the committed offset as

@@ -214,7 +214,7 @@ class KafkaNode:
         c = self._cluster
         config = self.write_config()
         argv = [_java(), "-cp", c.classpath, "kafka.tools.StorageTool", "format"]
-        argv += ["-t", c.cluster_id, "-c", str(config), "--ignore-formatted"]
+        argv += [f"--cluster-id={c.cluster_id}", "-c", str(config), "--ignore-formatted"]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise LocalKafkaError(

@@ -181,11 +181,11 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = None if options.bootstrap else LocalKafka()
+    broker = None if options.bootstrap else LocalKafka(workdir=workdir / "kafka")
     try:
         if broker is not None:
             broker.start()
-            out(f"embedded broker (Tansu) on {broker.bootstrap}, pid {broker.pid}")
+            out(f"Apache Kafka (KRaft, one node) on {broker.bootstrap}, pid {broker.pid}")
         bootstrap = options.bootstrap or (broker.bootstrap if broker else "")
         with ProcessGroup(workdir / "logs") as procs:
             cluster = PricingCluster(
@@ -327,7 +327,7 @@ def _judge(
         bound=bound,
         origin_wall_s=run.record.t0_wall_ns / 1e9,
         faults=run.faults,
-        # A relay fail-over heals after S + a rebalance (about S on the embedded broker) + T.
+        # A relay fail-over heals after S + a rebalance + the takeover.
         horizon_s=4 * options.session_ms / 1000,
         subscriber_ok=bool(data.subscriber.get("ok")),
     )

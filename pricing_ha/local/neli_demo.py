@@ -65,7 +65,7 @@ def run_neli_demo(
             if broker is not None:
                 broker.start()
                 bootstrap = broker.bootstrap
-                out(f"embedded broker (Tansu) on {bootstrap}, pid {broker.pid}")
+                out(f"Apache Kafka (KRaft, one node) on {bootstrap}, pid {broker.pid}")
             assert bootstrap is not None
             topic, group = f"neli-demo-{uuid.uuid4().hex[:8]}", "neli-demo"
             _create_topic(bootstrap, topic, partitions)

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from neli import EventKind, LeadershipEvent
 from pricing_ha.errors import PricingError
+from pricing_ha.kafka.positions import coordinator_trouble, restart_unstarted
 
 log = logging.getLogger("pricing_ha.worker")
 
@@ -51,6 +52,10 @@ START_HOLD_S = 5.0
 # itself) may have committed an older position after ours: the group's position then stays
 # behind, and its lag says so, until new input arrives. Found by the relay simulation.
 RECOMMIT_IDLE_S = 1.0
+# How long a worker asks for its group's committed offsets (pricing_ha.kafka.positions), and
+# how soon it asks again when the coordinator did not answer.
+COMMITTED_TIMEOUT_S = 2.0
+HEAL_RETRY_S = 0.5
 
 
 class TakeoverDeferredError(PricingError):
@@ -90,6 +95,9 @@ class PartitionWorker(abc.ABC):
             leads: NELI's "do I lead partition k now?", asked before work is resumed.
         """
         self.consumer = consumer
+        # When to restart partitions a coordinator error may have left unstarted (see
+        # pricing_ha.kafka.positions), or None.
+        self._heal_at: float | None = None
         self.leads = leads
         self.active: set[int] = set()
         # Partitions NELI gave us (last command was a gain). A partition can leave `active`
@@ -315,6 +323,9 @@ class PartitionWorker(abc.ABC):
             while not self._stop.is_set():
                 self._apply_commands()
                 self._reconcile()
+                if self._heal_at is not None and time.monotonic() >= self._heal_at:
+                    healed = restart_unstarted(self.consumer, COMMITTED_TIMEOUT_S)
+                    self._heal_at = None if healed else time.monotonic() + HEAL_RETRY_S
                 self.tend()
                 if not self.reading():
                     time.sleep(FIRST_WAIT_S)
@@ -324,6 +335,8 @@ class PartitionWorker(abc.ABC):
                     self.no_input()
                     continue
                 batch = [first, *self.consumer.consume(BATCH - 1, 0)]
+                if coordinator_trouble(batch):
+                    self._heal_at = time.monotonic()
                 if self._starting:
                     self.note_read(batch)
                 self.process(batch)

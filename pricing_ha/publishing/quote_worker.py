@@ -31,13 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.kafka.positions import committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
-from pricing_ha.member.worker import FLUSH_TIMEOUT_S, PartitionWorker
+from pricing_ha.member.worker import COMMITTED_TIMEOUT_S, FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
 from pricing_ha.telemetry import Telemetry
@@ -178,8 +179,9 @@ class QuoteWorker(PartitionWorker):
     def assign(self, partition: int) -> None:
         """Consume ``md.quotes[partition]`` from the group's committed position."""
         self._guards[partition] = SequenceGuard()
-        tp = TopicPartition(self._cfg.topics.quotes, partition, OFFSET_INVALID)
-        self.consumer.incremental_assign([tp])
+        topic = self._cfg.topics.quotes
+        starts = committed_starts(self.consumer, topic, [partition], COMMITTED_TIMEOUT_S)
+        self.consumer.incremental_assign(starts)
         self.starting([partition])
 
     def unassign(self, partition: int) -> None:

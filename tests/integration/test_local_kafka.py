@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -16,10 +20,12 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import KAFKA_LIBS_ENV, LocalKafka
+from pricing_ha.local.cluster import pricing_cli
 from tests.waiting import wait_for
 
 
@@ -244,7 +250,7 @@ def test_three_nodes_lose_one_without_losing_a_write(tmp_path: Path) -> None:
         topic = "three-nodes"
         admin.create_topics([NewTopic(topic, 1)])["three-nodes"].result(30)
 
-        def partition() -> PartitionMetadata | None:
+        def partition() -> Any:
             return admin.list_topics(topic, timeout=5).topics[topic].partitions.get(0)
 
         wait_for(lambda: partition() is not None, 30, "the new topic's metadata")
@@ -265,3 +271,34 @@ def test_three_nodes_lose_one_without_losing_a_write(tmp_path: Path) -> None:
         wait_for(back_in_isr, 60, "the restarted node back in the ISR")
         assert _read_all(kafka.bootstrap, topic, 1000) == list(range(1000))
         assert (kafka.node(victim).dir / "data").is_dir()
+
+
+def test_broker_command_prints_bootstrap_and_stops_every_jvm_on_sigterm(tmp_path: Path) -> None:
+    """`pricing-ha broker --nodes 3` prints where each node listens; SIGTERM ends every JVM."""
+    log = tmp_path / "broker.out"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*pricing_cli(), "broker", "--nodes", "3", "--workdir", str(tmp_path / "kafka")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: "Apache Kafka ready" in log.read_text(), 120, "the ready message")
+        text = log.read_text()
+        pids = [int(p) for p in re.findall(r"pid (\d+)", text)]
+        assert len(pids) == 3, text
+        assert all(_pid_exists(p) for p in pids)
+        bootstrap = re.search(r"ready in [\d.]+ s: (\S+)", text)
+        assert bootstrap is not None, text
+        meta = AdminClient({"bootstrap.servers": bootstrap[1]}).list_topics(timeout=10)
+        assert set(meta.brokers) == {1, 2, 3}
+        assert "REPLICATION_FACTOR=3" in text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert not [p for p in pids if _pid_exists(p)]
+        # The work directory was given, so each node's data outlives the command.
+        assert all((tmp_path / "kafka" / f"node-{i}" / "data").is_dir() for i in (1, 2, 3))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
