@@ -7,6 +7,7 @@
      ├── TopicLayoutError     topics missing or with mismatched partition counts
      ├── BrokerUnavailableError  the broker did not answer within the bounded retries
      ├── LocalKafkaError      the local Apache Kafka (demo, tests) could not be found or started
+     ├── SparkConnectorError  Spark's Kafka connector (or a jar it needs) is not where it must be
      ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
      ├── InvalidPriceError    (pricing_ha.publishing.pricing) a price value that cannot be decoded
      └── ReplayError          (pricing_ha.feed.sources) a bad replay CSV file or row
@@ -56,3 +57,8 @@ class BrokerUnavailableError(PricingError):
 
 class LocalKafkaError(PricingError):
     """The local Apache Kafka's jars or Java are missing, or a node failed to start."""
+
+
+class SparkConnectorError(PricingError):
+    """Spark's Kafka connector jars are missing or do not match PySpark, or a jar the
+    configured authentication needs (``aws-msk-iam-auth``) is not on Spark's classpath."""

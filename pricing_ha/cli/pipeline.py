@@ -72,16 +72,23 @@ def pipeline_ingest_command(
         typer.Option(
             "--until-end",
             help="Batch: land everything up to the topics' current end, then exit. "
-            "Default: stream until Ctrl-C/SIGTERM (checkpointed in OUT/_checkpoint).",
+            "Default: Structured Streaming (checkpointed in OUT/_checkpoint), one "
+            "availableNow query every --trigger-s seconds until Ctrl-C/SIGTERM.",
         ),
     ] = False,
-    trigger_s: Annotated[float, typer.Option(min=0.5, help="Streaming micro-batch period.")] = 2.0,
+    trigger_s: Annotated[
+        float,
+        typer.Option(
+            min=0.5,
+            help="Streaming: seconds between the starts of two availableNow queries.",
+        ),
+    ] = 2.0,
     master: MasterOption = "local[*]",
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
 ) -> None:
     """Land the topics (quotes, raw prices, prices, DLQs) in Parquet under OUT/records."""
-    from pricing_ha.pipeline.jobs import ingest_batch, ingest_stream
+    from pricing_ha.pipeline.ingest import ingest_batch, ingest_stream
     from pricing_ha.pipeline.session import spark_session
 
     with guarded():
@@ -93,8 +100,8 @@ def pipeline_ingest_command(
             return
         with stop_requested() as should_stop:
             typer.echo(f"ingesting into {out / 'records'} until Ctrl-C ...")
-            ingest_stream(spark, cfg, out, should_stop=should_stop, trigger_s=trigger_s)
-        typer.echo("ingest stopped; the checkpoint says where a restart resumes")
+            n = ingest_stream(spark, cfg, out, should_stop=should_stop, every_s=trigger_s)
+        typer.echo(f"ingested {n} records; the checkpoint says where a restart resumes")
 
 
 @pipeline_app.command("availability")

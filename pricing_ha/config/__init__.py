@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pricing_ha.config._java_client import java_client_properties
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
 from pricing_ha.config._roles import (
     GroupsConfig,
@@ -63,6 +64,7 @@ __all__ = [
     "TelemetryConfig",
     "TopicsConfig",
     "default_config_path",
+    "java_client_properties",
     "load_app_config",
     "load_config",
 ]

@@ -1,7 +1,7 @@
 """Kafka records (the connector's columns) → typed quotes, raw prices and prices.
 
-Pure DataFrame functions over :data:`~pricing_ha.pipeline.kafka_source.KAFKA_SCHEMA` columns, so
-they work on the built-in connector's output, the Python reader's, or the landed Parquet.
+Pure DataFrame functions over :data:`~pricing_ha.pipeline.kafka_reader.KAFKA_SCHEMA` columns, so
+they work on the Kafka source's output or the landed Parquet alike.
 Values are parsed with Spark's JSON reader against the wire formats of
 :mod:`pricing_ha.publishing.quotes` and :func:`pricing_ha.publishing.pricing.encode_price`;
 a record that does not parse (or a control record on ``prices``, header

@@ -260,7 +260,8 @@ def ingest_and_report(
     and make the report from the landed records: what ``pricing-ha demo --report`` runs before
     its embedded broker goes away."""
     from pricing_ha.config import load_app_config
-    from pricing_ha.pipeline.jobs import ingest_batch, load_inputs
+    from pricing_ha.pipeline.ingest import ingest_batch
+    from pricing_ha.pipeline.jobs import load_inputs
     from pricing_ha.pipeline.session import spark_session
 
     cfg = load_app_config(config_path)

@@ -15,7 +15,8 @@ from pricing_ha.cli import app
 from pricing_ha.config import load_app_config
 from pricing_ha.local.cluster import PricingCluster, wait_for
 from pricing_ha.local.verdict import judge
-from pricing_ha.pipeline.jobs import ingest_batch, load_inputs
+from pricing_ha.pipeline.ingest import ingest_batch
+from pricing_ha.pipeline.jobs import load_inputs, reconcile_job
 from pricing_ha.pipeline.report import report_job
 from tests.spark.session import local_spark
 
@@ -89,8 +90,9 @@ def corrupt(
 def test_pipeline_reconciles_a_real_run_and_names_a_dropped_and_a_duplicated_price(
     cluster: PricingCluster, spark: SparkSession, tmp_path: Path
 ) -> None:
-    """A run with a fail-over reconciles clean and shows the fail-over; a copy of its data with
-    one price dropped and one duplicated fails reconciliation (exit 1) naming exactly those."""
+    """A run with a fail-over reconciles clean (from the landed records and from the topics) and
+    shows the fail-over; a copy of its data with one price dropped and one duplicated fails
+    reconciliation (exit 1) naming exactly those."""
     run_with_one_failover(cluster)
     cfg = load_app_config(cluster.config_path)
     out = tmp_path / "pipeline"
@@ -109,6 +111,10 @@ def test_pipeline_reconciles_a_real_run_and_names_a_dropped_and_a_duplicated_pri
     avail = spark.read.parquet(str(out / "availability")).collect()
     assert len(avail) == 4
     assert all(r.once == r.expected and r.missing == 0 and r.duplicated == 0 for r in avail)
+    # The same verdict from the topics themselves (a batch read to their current end).
+    direct = reconcile_job(load_inputs(spark, cfg, out, source="topics"), tmp_path / "direct")
+    assert direct.ok, direct.render()
+    assert direct.expected == result.expected
     page = report.html.read_text()
     assert "<svg" in page
     assert "RECONCILE OK" in page

@@ -1,26 +1,19 @@
-"""Streaming ingest: checkpointed, so a restart neither loses nor repeats a record.
-
-Marked ``slow`` (scripts/slow-tests): two streaming queries cost ~40 s on 2 cores, beyond the
-default suite's budget for Spark; batch ingest is covered by test_pipeline_e2e.
-"""
+"""Streaming ingest: ``availableNow`` queries over one checkpoint land each record once."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from pricing_ha.config import AppConfig, load_app_config
+from pricing_ha.config import load_app_config
 from pricing_ha.local.cluster import PricingCluster
-from pricing_ha.pipeline.jobs import ingest_stream
+from pricing_ha.pipeline.ingest import IngestModeError, ingest_batch, ingest_stream
+from tests.integration.test_pipeline_reader import landed_keys, produce, transaction
 from tests.spark.session import local_spark
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
@@ -29,70 +22,29 @@ def spark() -> SparkSession:
     return local_spark()
 
 
-def produce(cfg: AppConfig, first: int, n: int) -> None:
-    """``n`` quotes-topic records over every partition, multi-record batches included."""
-    producer = Producer({"bootstrap.servers": cfg.broker.bootstrap_servers, "linger.ms": 100})
-    for i in range(first, first + n):
-        producer.produce(
-            cfg.topics.quotes, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 4
-        )
-    assert producer.flush(30) == 0
-
-
-def files_rows(path: Path) -> int:
-    """Rows in the Parquet files under ``path`` (cheaper to poll than a Spark job; a file still
-    being written counts as empty until it is whole)."""
-    total = 0
-    for f in path.glob("topic=*/date=*/*.parquet"):
-        try:
-            total += pq.ParquetFile(f).metadata.num_rows
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def stream_until(spark: SparkSession, cfg: AppConfig, out: Path, rows: int) -> int:
-    """Run the streaming ingest until ``rows`` records are landed (or 90 s); stop it; return the
-    count Spark reads back (only batches the sink committed)."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            ingest_stream(spark, cfg, out, should_stop=stop.is_set, trigger_s=0.5)
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 90
-    landed = 0
-    try:
-        while time.monotonic() < deadline and not errors:
-            landed = files_rows(out / "records")
-            if landed >= rows:
-                break
-            time.sleep(0.5)
-    finally:
-        stop.set()
-        thread.join(60)
-    assert not errors, errors
-    assert not thread.is_alive(), "the ingest stream did not stop"
-    return spark.read.parquet(str(out / "records")).count() if landed else 0
-
-
-def test_streaming_ingest_restarts_without_losing_or_repeating(
+def test_a_restarted_stream_reads_only_what_is_new(
     cluster: PricingCluster, spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Two runs of the stream over one checkpoint land every record once: the second starts
-    where the first's checkpoint ended."""
+    """A second availableNow run over the checkpoint lands exactly the records committed since
+    the first (nothing lost, nothing repeated, an aborted transaction skipped); a third, with
+    nothing new, lands nothing."""
     cfg = load_app_config(cluster.config_path)
+    b, quotes, parts = cfg.broker.bootstrap_servers, cfg.topics.quotes, cfg.topics.partitions
     out = tmp_path / "ingest"
-    produce(cfg, 0, 40)
-    assert stream_until(spark, cfg, out, 40) == 40
-    produce(cfg, 40, 20)
-    assert stream_until(spark, cfg, out, 60) == 60
+    produce(b, quotes, [f"q{i}" for i in range(40)], partitions=parts)
+    assert ingest_stream(spark, cfg, out) == 40
+
+    transaction(b, quotes, [f"a{i}" for i in range(5)], commit=False, partitions=parts)
+    produce(b, quotes, [f"q{i}" for i in range(40, 60)], partitions=parts)
+    produce(b, cfg.topics.prices, ["p0", "p1"], partitions=parts)
+    assert ingest_stream(spark, cfg, out) == 22
+    assert ingest_stream(spark, cfg, out) == 0
+
     landed = spark.read.parquet(str(out / "records"))
-    keys = {r.key.decode() for r in landed.select("key").collect()}
-    assert keys == {f"k{i}" for i in range(60)}
-    assert landed.select("topic", "partition", "offset").distinct().count() == 60
+    values = sorted(r.value.decode() for r in landed.collect())
+    assert values == sorted([f"q{i}" for i in range(60)] + ["p0", "p1"])
+    keys = landed_keys(spark, out)
+    assert len(keys) == len(set(keys)) == 62
+    # The directory is the stream's now: a batch ingest would write files its readers ignore.
+    with pytest.raises(IngestModeError):
+        ingest_batch(spark, cfg, out)

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from pyspark.sql import DataFrame, SparkSession
 
-from pricing_ha.pipeline.kafka_source import KAFKA_SCHEMA
+from pricing_ha.pipeline.kafka_reader import KAFKA_SCHEMA
 
 #: Record times are T0 + the seconds a test gives.
 T0 = datetime(2026, 1, 2, 3, 4, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The report page and the reader's range planning: plain Python, no SparkSession needed."""
+"""The report page: plain Python, no SparkSession needed."""
 
 from __future__ import annotations
 
@@ -7,22 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from pricing_ha.pipeline.jobs import ReconcileResult
-from pricing_ha.pipeline.kafka_ranges import KafkaRange, plan_ranges
 from pricing_ha.pipeline.report import render_html
 
 pytestmark = pytest.mark.spark
-
-
-def test_plan_ranges_reads_each_partition_from_its_start_to_its_end() -> None:
-    """One range per partition with records to read; a partition new since the start offsets
-    starts at 0; an empty range is left out."""
-    start = {"t": {"0": 5, "1": 7}}
-    end = {"t": {"0": 9, "1": 7, "2": 3}, "u": {"0": 1}}
-    assert plan_ranges(start, end) == [
-        KafkaRange("t", 0, 5, 9),
-        KafkaRange("t", 2, 0, 3),
-        KafkaRange("u", 0, 0, 1),
-    ]
 
 
 def test_report_of_a_failed_verdict_names_the_offending_rows_and_escapes_text() -> None:

@@ -203,13 +203,9 @@ def test_confluent_kafka_calls_the_callback(signer: FakeSigner, tmp_path: Path) 
 # --- wiring: every client the application builds gets the callback -------------------------
 
 # Sites that build Kafka clients without BrokerConfig.client_config because no AppConfig is
-# there, and add the MSK IAM callback themselves (each tested below).
-OWN_AUTH = {
-    # The Spark pipeline's Kafka source builds its consumers on the executors from text reader
-    # options; "mskIamRegion" makes each one add the token callback
-    # (test_the_pipeline_source_adds_the_callback_on_every_consumer).
-    ("pipeline/kafka_ranges.py", '"bootstrap.servers"'),
-}
+# there, and add the MSK IAM callback themselves (each tested here). None today: the Spark
+# pipeline's clients are Java ones, configured by java_client_properties (in config/).
+OWN_AUTH: set[tuple[str, str]] = set()
 # Sites that read broker settings without building a client.
 READ_ONLY = {
     ("member/health.py", ".librdkafka"),  # readiness: security.protocol decides TCP vs ApiVersions
@@ -253,48 +249,22 @@ def test_client_config_is_what_the_app_uses() -> None:
     assert expected <= callers
 
 
-def test_the_pipeline_source_adds_the_callback_on_every_consumer(signer: FakeSigner) -> None:
-    """The Spark Kafka source's consumers (driver and executors) get oauth_cb from
-    ``mskIamRegion``; the option stays text, so the reader pickles to the executors."""
-    import pickle
-
-    from pricing_ha.pipeline.kafka_source import _Options, msk_iam_options
-
-    opts = {
-        "kafka.bootstrap.servers": "b-1.example:9098",
-        "subscribe": "prices",
-        **msk_iam_options("eu-west-1", builtin=False),
-    }
-    options = pickle.loads(pickle.dumps(_Options(opts)))
-    settings = options.settings
-    assert settings["bootstrap.servers"] == "b-1.example:9098"
-    token, _expiry = settings["oauth_cb"]()
-    assert token == "token-for-eu-west-1"
-    plain = _Options({"kafka.bootstrap.servers": "b:9092", "subscribe": "prices"}).settings
-    assert "oauth_cb" not in plain
-
-
-def test_the_pipeline_gives_the_java_source_the_iam_login_module() -> None:
-    """On a cluster with spark-sql-kafka, MSK IAM goes through the Java client's IAM module."""
-    from pricing_ha.pipeline.kafka_source import msk_iam_options
-
-    java = msk_iam_options("eu-west-1", builtin=True)
-    assert java["kafka.sasl.mechanism"] == "AWS_MSK_IAM"
-    assert java["kafka.security.protocol"] == "SASL_SSL"
-    assert "IAMLoginModule" in java["kafka.sasl.jaas.config"]
-
-
-def test_the_pipeline_driver_consumers_use_client_config(
+def test_the_pipeline_gives_the_java_client_the_iam_login_module(
     signer: FakeSigner, tmp_path: Path
 ) -> None:
-    """The pipeline's own consumers (planning offsets) carry the callback and the TLS/SASL
-    settings, and the reader options leave those to the IAM options."""
-    from pricing_ha.pipeline.jobs import _driver_settings, _kafka_options, _region
+    """Spark's Kafka source (a Java client) gets MSK IAM as the Java client's IAM login module
+    and callback handler, not librdkafka's OAUTHBEARER pair."""
+    from pricing_ha.config import java_client_properties
 
-    cfg = load_app_config(msk_toml(tmp_path))
-    settings = _driver_settings(cfg)
-    assert settings["security.protocol"] == "SASL_SSL"
-    assert settings["oauth_cb"]()[0] == "token-for-eu-west-1"
-    assert settings["enable.auto.commit"] is False
-    assert _kafka_options(cfg) == {}
-    assert _region(cfg) == "eu-west-1"
+    cfg = load_app_config(msk_toml(tmp_path, '[broker.librdkafka]\n"client.rack" = "euw1-az1"\n'))
+    java = java_client_properties(cfg.broker)
+    assert java == {
+        "bootstrap.servers": "b-1.example:9098",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "AWS_MSK_IAM",
+        "sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+        "sasl.client.callback.handler.class": (
+            "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+        ),
+        "client.rack": "euw1-az1",
+    }
