@@ -10,6 +10,8 @@
      ├── SparkConnectorError  Spark's Kafka connector (or a jar it needs) is not where it must be
      ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
      ├── InvalidPriceError    (pricing_ha.publishing.pricing) a price value that cannot be decoded
+     ├── IngestModeError      (pricing_ha.pipeline.ingest) an output written by the other mode
+     ├── IngestStreamError    (pricing_ha.pipeline.ingest) a streaming ingest query that failed
      └── ReplayError          (pricing_ha.feed.sources) a bad replay CSV file or row
 
 Each class carries ``exit_code``, the process exit status a command uses when the error ends it

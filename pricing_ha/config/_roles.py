@@ -17,7 +17,9 @@ __all__ = ["GroupsConfig", "PublisherNeliConfig", "RelayConfig", "SubscriberConf
 # Group names become part of Kafka consumer group ids (``pricing.<name>``), metric labels and
 # member names (``<group>/<member>``): keep them to characters that are safe in all three.
 _GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_MIN_SESSION_TIMEOUT_MS = 1000  # below this the embedded broker's groups churn forever
+# Below this, a member's heartbeats (every S / 3) leave too little room for a loaded host's
+# scheduling, and sessions expire with nothing wrong.
+_MIN_SESSION_TIMEOUT_MS = 1000
 _PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never costs leadership
 
 
@@ -73,15 +75,13 @@ class PublisherNeliConfig:
     """Leader induction for the publisher groups: non-exclusive, T > S (docs/architecture.md §3).
 
     Attributes:
-        session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000 (the embedded
-            broker); a real Kafka enforces its ``group.min.session.timeout.ms`` (6000 by
-            default). Default 3000.
+        session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000; the broker
+            enforces its ``group.min.session.timeout.ms`` (6000 by default on Apache Kafka and
+            MSK, 500 on the local broker). Default 3000.
         threshold_ms: T, how long an observation of a partition stays fresh; must exceed S so
             that every role has at least one leader. Default 4500.
         pulse_interval_ms: heartbeat interval; at least four pulses must fit in T. Default 1000:
-            every member of a full-NELI group heartbeats every partition each pulse, and the
-            embedded broker's cost of every fetch grows with the records a partition holds,
-            so a faster pulse costs the whole pipeline (docs/architecture.md §7).
+            every member of a full-NELI group heartbeats every partition each pulse.
         keep_leading_when_isolated: a member keeps publishing the partitions it led,
             provisionally, through a broker or coordinator stall or a session loss, until
             another member of its group is seen leading them (see :class:`neli.NeliConfig`).
@@ -125,87 +125,53 @@ _MIN_OUTPUT_TIMEOUT_MS = 500
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RelayConfig:
-    """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md §3).
+    """The dedupe relay: exclusive ownership, so T + e < S (docs/architecture.md, timing).
 
     Attributes:
-        session_timeout_ms: S for the relay's group. At least 1000. Default 2000.
+        session_timeout_ms: S for the relay's group. At least 1000. Default 1000.
         threshold_ms: T, the self-heartbeat deadline after which an owner fences itself, and
-            the grace period after a new assignment. Default 1600.
+            the grace period after a new assignment. Default 600.
         clock_skew_ms: e, the bound on clock skew between relay hosts. Default 200.
-        pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 300.
+        pulse_interval_ms: self-heartbeat interval; at least four pulses fit in T. Default 150.
         output_timeout_ms: the ``message.timeout.ms`` of the relay's output to ``prices``: a
             record not acknowledged this long after it was produced fails instead of being
-            sent late. So a crashed or deposed owner's output has landed or expired T + e +
-            this after its last heartbeat, and that is how long its successor waits (see
-            below). At least 500, at most S. Default 1000.
+            sent late. At least 500, at most S. Default 1000.
         reorder_window_ms: how long to wait for a missing seq from the other group's copy
             before declaring a gap. Default 500: a missing copy costs at most this much delay,
             while a shorter window turns a briefly lagging group into a declared gap (a copy
             arriving after its seq was declared missing cannot be delivered in order).
-        assignment_strategy: the relay group's rebalance protocol (see below). Default
-            ``"roundrobin"``.
-        fencing: ``"transactions"``: each owned partition of ``prices`` is written by a
-            transactional producer of its own (``transactional.id`` derived from the
+        assignment_strategy: the relay group's rebalance protocol. Default ``"roundrobin"``
+            (eager: every partition is revoked and assigned again, and the relay hands each
+            over, the old owner emitting until its successor asks, so a join costs no
+            silence).
+        fencing: ``"transactions"`` (default): each owned partition of ``prices`` is written
+            by a transactional producer of its own (``transactional.id`` derived from the
             partition), so a takeover's ``init_transactions`` makes the broker reject the
-            previous owner's writes, and the new owner need not wait out a grace period: use
-            it on Apache Kafka. ``"none"`` (default): one idempotent producer; the grace
-            period T keeps owners apart. The default is ``"none"`` because the embedded
-            broker (tests, the demo) slows down as transactions accumulate: in a 10-minute
-            benchmark (one commit per partition per batch) its CPU grew to 125 % of a core
-            and relay fail-overs grew from 6 s to 50 s (docs/architecture.md §7).
+            previous owner's writes and abort its open transaction, and the new owner need not
+            wait out a grace period; subscribers read ``read_committed``. ``"none"``: one
+            idempotent producer, owners kept apart by the grace period T and the output
+            timeout alone (for a broker without transactions).
 
-    Why S = 2000 ms: a crash costs the session timeout S (the coordinator evicts the dead
-    owner when a live member next calls, S after the owner's last call), then a rebalance, then
-    the grace period T. The embedded broker answers a JoinGroup only after pausing in 1 s steps
-    until S / 2 has passed, so every rebalance costs 1 s at S <= 2000 ms and 2 s at S = 3000 ms
-    (measured: a SIGKILLed owner's partitions emitted again 6.0-7.3 s after the kill at S = 3000,
-    T = 2000, and 4.5-4.9 s at S = 2000, T = 1600). Groups on that broker were measured stable
-    down to S = 1000 ms; 2000 ms keeps a margin for a loaded 2-core machine. The cost: a broker
-    stall of S or longer expires the relays' sessions (they release, rejoin and take their
-    partitions back without a grace period, since the releases were clean), and that broker
-    holds a rejoining member that is not the group's leader 3 s before it answers: a 2 s stall
-    cost 7.5-8.9 s of silence on ``prices`` in the fault drill.
-
-    Why ``output_timeout_ms`` = 1000 (not S, as before): after a crash the successor waits until
-    T + e + output_timeout after the dead owner's last heartbeat, and it is assigned about
-    S + 1 s (the broker's rebalance) after the crash. At output_timeout = S = 2000 the wait
-    ended 3.5-3.8 s after the crash, later than the assignment; at 1000 it ends 2.5-2.8 s
-    after, so detection alone sets the pace. The cost: the broker must acknowledge the relay's
-    output within 1 s, or the partition's output fails and is re-established from the end of
-    ``prices``. In two 15-minute takeover benchmarks on a 2-core machine at load 4-6, none of
-    the 24 relays that stopped cleanly had a single delivery failure; a broker stall of that
-    length costs the relays their sessions anyway. Above S it would outlast the wait after a
-    pause (about 0.75 S + T), hence the bound.
-
-    Why T = 1600 ms, above the fast variant's "T at most S / 3" rule of thumb: the rule leaves
-    room for the owner's clock and its heartbeat round trip, and for a pause between asking and
-    acting. Here the invariant itself is enforced (T + e < S, checked above), a pause is caught
-    by the stall guard (stall_limit S / 2: a member that was frozen longer waits S + 0.5 s
-    before emitting again), and every record is produced only after ``leads()`` says yes at
-    that instant. T = S / 3 = 667 ms would make an owner fence itself whenever its own
-    heartbeat round trip exceeds 0.67 s, which on a loaded 2-core machine happens often
-    (self-fencing flaps) and buys no safety the checks above do not already give. On real
-    Kafka, whose brokers refuse sessions below ``group.min.session.timeout.ms`` (6000 by
-    default), use S = 6000, T = 4000, e = 500, output_timeout_ms = 2000; a rebalance there
-    ends once every member has rejoined.
-
-    ``assignment_strategy`` is ``roundrobin`` (eager) for the relay. On the embedded broker,
-    a member leaving in the middle of a rebalance (a SIGTERM hand-over just as a new relay
-    joins) left the remaining relay unassigned for good: ``prices`` silent until a restart.
-    :meth:`neli.Neli.close` now lets a rebalance in progress finish before it leaves, which
-    cures the eager protocol; a cooperative rebalance has two rounds and still wedged in the
-    same test. An eager rebalance revokes every partition and assigns again; the relay hands
-    each over (the old owner emits until its successor asks), so a join costs no silence.
+    Why S = 1000 ms: a relay crash is paid in full on ``prices``: the coordinator evicts the
+    dead owner S after its last heartbeat, the group rebalances (on Apache Kafka, once every
+    live member has rejoined: a heartbeat interval, S / 3), and the successor fences and
+    takes over. The publishing groups hide each other's crashes, so they can afford a longer
+    S; the relay cannot. The local broker allows sessions down to 500 ms
+    (``group.min.session.timeout.ms``, pricing_ha/local/broker.py); Amazon MSK's default is
+    6000 ms, and its cluster configuration must lower it to 1000 ms for this default
+    (deploy/terraform sets it). T + e < S leaves T = 600 ms at e = 200 ms; with fencing by
+    the broker, T only bounds how long an owner that cannot see its own heartbeat keeps
+    emitting, and four pulses of 150 ms fit in it.
     """
 
-    session_timeout_ms: int = 2000
-    threshold_ms: int = 1600
+    session_timeout_ms: int = 1000
+    threshold_ms: int = 600
     clock_skew_ms: int = 200
-    pulse_interval_ms: int = 300
+    pulse_interval_ms: int = 150
     output_timeout_ms: int = 1000
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
-    fencing: str = "none"
+    fencing: str = "transactions"
 
     def __post_init__(self) -> None:
         check(

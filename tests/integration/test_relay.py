@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import time
 
+from pricing_ha.config import RelayConfig
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1
-RELAY_T_S = 1.6  # relay.threshold_ms default: the grace after a takeover
+RELAY_T_S = RelayConfig().threshold_ms / 1000  # the grace after a takeover
 CATCH_UP_S = 90.0
 
 

@@ -8,10 +8,14 @@ from typing import Any
 from tests.sim.relay_schedule import apply_step, build
 from tests.sim.relay_steps import raw_prices
 
+#: The relay timing these step-by-step scenarios were written for: their clock advances and
+#: bounds are set against it (a grace period of 1.6 s spans many steps of 0.05 s).
+HAND_DRIVEN_RELAY = {"session_timeout_ms": 2000, "threshold_ms": 1600, "pulse_interval_ms": 300}
+
 
 def two_members(seqs: int | None = None, evidence_share: float | None = None) -> Any:
     """Members A and B of a relay group on one partition, without fencing; the raw prices."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none")
+    world, workers = build(0, ghosts=False, verbose=False, fencing="none", relay=HAND_DRIVEN_RELAY)
     if evidence_share is not None:
         world.evidence_share = evidence_share
     raw = raw_prices(0) if seqs is None else raw_prices(0, seqs=seqs)

@@ -31,11 +31,14 @@ from tests.sim.relay_world import Faults, World
 _TELEMETRY = Telemetry.noop("sim")
 
 
-def sim_config(fencing: str = "transactions") -> AppConfig:
-    """The defaults (topics prices/prices.raw, 4 partitions, T = 1.6 s, window 500 ms), with
-    the relay's ``fencing``."""
+def sim_config(fencing: str = "transactions", **relay: int) -> AppConfig:
+    """The defaults (topics prices/prices.raw, 4 partitions, the relay's timing, window
+    500 ms), with the relay's ``fencing`` and any other ``[relay]`` settings given."""
     cfg = AppConfig()
-    return dataclasses.replace(cfg, relay=dataclasses.replace(cfg.relay, fencing=fencing))
+    return dataclasses.replace(
+        cfg,
+        relay=dataclasses.replace(cfg.relay, fencing=fencing, **relay),  # type: ignore[arg-type]
+    )
 
 
 def _threshold_s(relay: RelayConfig) -> float:
@@ -127,9 +130,11 @@ def build(
     verbose: bool,
     output_gaps: bool = False,
     fencing: str = "transactions",
+    relay: dict[str, int] | None = None,
 ) -> tuple[World, dict[str, RelayWorker]]:
-    """A world with two relay members, nothing assigned, ``prices.raw`` not yet published."""
-    cfg = sim_config(fencing)
+    """A world with two relay members, nothing assigned, ``prices.raw`` not yet published;
+    ``relay``: ``[relay]`` settings other than the defaults."""
+    cfg = sim_config(fencing, **(relay or {}))
     clock = SimTime()
     world = World(
         clock=clock,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pricing_ha.config import RelayConfig
-from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
+from tests.sim.hand_driven import HAND_DRIVEN_RELAY, a_takes_partition_0, relay_for, two_members
 from tests.sim.relay_clock import simulated_time
 from tests.sim.relay_schedule import (
     Checker,
@@ -73,7 +73,7 @@ def test_a_takeover_on_nelis_evidence_waits_only_for_the_old_owners_output(
         assert 0 in b.active
         waited = world.clock.now - start
         if waits:
-            relay = RelayConfig()
+            relay = RelayConfig(**HAND_DRIVEN_RELAY, fencing="none")  # type: ignore[arg-type]
             expired_s = (relay.threshold_ms + relay.clock_skew_ms + relay.output_timeout_ms) / 1000
             # The sim's evidence puts the last heartbeat up to T before the owner last led.
             silent_s = relay.threshold_ms / 1000 + gone_s + 0.06

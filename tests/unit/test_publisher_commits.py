@@ -76,6 +76,10 @@ class FakeConsumer:
         """Remember the committed positions."""
         self.commits.extend(offsets)
 
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        """Nothing committed before: every partition without a committed offset."""
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
+
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Accept the assignment."""
 
