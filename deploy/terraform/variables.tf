@@ -234,15 +234,15 @@ variable "stop_timeout_seconds" {
 }
 
 variable "timing" {
-  description = "NELI timing (docs/architecture.md section 3) for a real Kafka cluster, whose group.min.session.timeout.ms is usually 6000. Publishers are non-exclusive (threshold > session); the relay exclusive (threshold + clock skew < session)."
+  description = "NELI timing (docs/architecture.md, timing). The MSK configuration sets group.min.session.timeout.ms=1000 for the relay (a bring-your-own cluster must allow its relay_session_timeout_ms). Publishers are non-exclusive (threshold > session); the relay exclusive (threshold + clock skew < session), fenced by the broker (transactions)."
   type = object({
     publisher_session_timeout_ms = optional(number, 6000)
     publisher_threshold_ms       = optional(number, 9000)
     publisher_pulse_interval_ms  = optional(number, 500)
-    relay_session_timeout_ms     = optional(number, 6000)
-    relay_threshold_ms           = optional(number, 4000)
-    relay_clock_skew_ms          = optional(number, 500)
-    relay_pulse_interval_ms      = optional(number, 500)
+    relay_session_timeout_ms     = optional(number, 1000)
+    relay_threshold_ms           = optional(number, 600)
+    relay_clock_skew_ms          = optional(number, 200)
+    relay_pulse_interval_ms      = optional(number, 150)
   })
   default = {}
 

@@ -59,14 +59,16 @@ resource "aws_msk_configuration" "this" {
   # auto.create.topics.enable=false: every topic must have the same partition count M, so only
   # `pricing-ha topics create` makes them. unclean.leader.election=false: never lose acknowledged
   # prices to a stale replica. RackAwareReplicaSelector: clients with client.rack = their AZ ID
-  # read from the replica in their own AZ.
+  # read from the replica in their own AZ. group.min.session.timeout.ms=1000: the relay's
+  # group runs at a 1 s session (a relay crash costs that plus a rebalance on `prices`); the
+  # publishing groups choose 6 s themselves.
   server_properties = <<-PROPERTIES
     auto.create.topics.enable=false
     default.replication.factor=${var.replication_factor}
     min.insync.replicas=1
     unclean.leader.election.enable=false
     replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
-    group.min.session.timeout.ms=6000
+    group.min.session.timeout.ms=1000
   PROPERTIES
 
   lifecycle {
