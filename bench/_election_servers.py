@@ -1,4 +1,4 @@
-"""The servers of ``bench/election_peers.py``: prerequisites, ZooKeeper, etcd and Tansu.
+"""The servers of ``bench/election_peers.py``: prerequisites, ZooKeeper, etcd and Apache Kafka.
 
 Each server is a child process started here on free 127.0.0.1 ports with its data in the case's
 temporary directory, and stopped by PID when its ``with`` block ends (its :class:`ProcessGroup`
@@ -162,7 +162,8 @@ def etcd(procs: ProcessGroup, workdir: Path, flags: list[str]) -> Iterator[Serve
 
 
 @contextlib.contextmanager
-def tansu(workdir: Path) -> Iterator[Server]:
-    """The embedded broker, with a fresh one-partition topic per case made by the case."""
+def kafka(workdir: Path) -> Iterator[Server]:
+    """A local Apache Kafka (one node), with a fresh one-partition topic per case made by the
+    case."""
     with LocalKafka(workdir=workdir / "kafka", keep_workdir=True) as broker:
-        yield Server("tansu", broker.pid, broker.bootstrap)
+        yield Server("kafka", broker.pid, broker.bootstrap)

@@ -84,7 +84,7 @@ class TopicCounter:
     """Counts the records of some topics by consuming them from the beginning, in a thread.
 
     ``samples[topic]`` is a list of (monotonic time, cumulative count), one entry per fetch
-    that brought records of that topic. The embedded broker's watermarks are not trusted.
+    that brought records of that topic. Records are counted as read, not from watermarks.
     """
 
     def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:

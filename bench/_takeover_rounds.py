@@ -1,6 +1,6 @@
 """One cluster of ``relay_takeover.py``: its broker, pipeline, faults and measurements.
 
-:func:`run_cluster` starts an embedded broker of its own, preloads ``prices``
+:func:`run_cluster` starts a local Apache Kafka of its own, preloads ``prices``
 (:func:`preload`), starts the pipeline and the feed, waits for the relays to settle, leaves a
 fault-free window (the baseline, and the steady costs in the first cluster), plays the rounds'
 faults (:class:`Rounds`) and judges ``prices`` exactly once. What it reads back and how it

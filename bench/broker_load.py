@@ -3,7 +3,7 @@
 Why: the relay takeover benchmark's goal for planned moves is two feed ticks (0.2 s) at the
 maximum, and the relay's input is itself silent about that long in the same windows. This
 benchmark asks what the machine does without any fault: per process, the CPU of the pipeline
-the takeover benchmark runs (one embedded broker, publishing groups ``p1`` and ``p2`` with one
+the takeover benchmark runs (one local Kafka node, publishing groups ``p1`` and ``p2`` with one
 member each, relays ``r1`` and ``r2``, the feed at 10 Hz per instrument on 4 partitions), and
 the longest gap per partition in each 3 s window (the takeover benchmark's baseline) on the
 relay's input (``prices.raw``, both groups' copies as one) and on its output (``prices``),
@@ -131,7 +131,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     began = time.monotonic()
     setup = {
-        "pipeline": "embedded broker; p1 and p2 with one member each; relays r1 and r2; feed",
+        "pipeline": "local Apache Kafka, one node; p1 and p2 with one member each; relays r1 and"
+        " r2; feed",
         "partitions": 4,
         "tick_s": TICK_S,
         "sub_window_s": BASELINE_SUB_S,

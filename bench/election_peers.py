@@ -3,7 +3,7 @@
 One run on this machine, each peer against its own server started here on free 127.0.0.1 ports
 (temporary data directories; no system service is used), three candidate processes each:
 
-* **NELI** (``neli``, this repository) against the embedded Tansu broker, on a one-partition
+* **NELI** (``neli``, this repository) against a local Apache Kafka (one node), on a one-partition
   topic (one role: the election): full and fast variants, non-exclusive and exclusive modes;
 * **ZooKeeper**: kazoo's ``Election`` recipe on a standalone ZooKeeper (Debian's ``zookeeper``);
 * **etcd**: the recipe of etcd's ``concurrency.Election`` (what ``etcdctl elect`` runs) with
@@ -14,9 +14,9 @@ Each at its default settings and at the smallest settings it takes:
 ========== ======================================== ==============================================
 peer       default                                  smallest
 ========== ======================================== ==============================================
-NELI       S = 3000 ms, T and pulse the library's   S = 1000 ms (below it the embedded broker's
-           defaults (T = 2S non-exclusive,          groups churn), T the library's default for
-           0.6(S - e) exclusive; pulse 300 ms)      that S, pulse min(300, T/3)
+NELI       S = 3000 ms, T and pulse the library's   S = 1000 ms (pricing-ha's floor; the local
+           defaults (T = 2S non-exclusive,          broker allows 500), T the library's default
+           0.6(S - e) exclusive; pulse 300 ms)      for that S, pulse min(300, T/3)
 ZooKeeper  tickTime 2000 ms, kazoo's 10 s session   tickTime 200 ms, 400 ms session (2 x tickTime;
                                                     tickTime 100 ms / 200 ms sessions expired about
                                                     once a second at idle here)
@@ -87,8 +87,8 @@ from _election_servers import (
     Server,
     etcd,
     install,
+    kafka,
     missing_prerequisites,
-    tansu,
     zookeeper,
 )
 from _idle_cost import idle_cost
@@ -364,7 +364,7 @@ def run_case(
 def server_for(case: Case, procs: ProcessGroup, workdir: Path) -> Iterator[Server]:
     """The server a case runs against, started for it alone."""
     if case.peer == "neli":
-        with tansu(workdir) as server:
+        with kafka(workdir) as server:
             yield server
     elif case.peer == "zookeeper":
         with zookeeper(procs, workdir, case.params["tick_time_ms"]) as server:

@@ -1,6 +1,6 @@
 """End to end on one machine: throughput of deduplicated prices, and feed->subscriber latency.
 
-Every case is a fresh pipeline (:func:`_pipeline.start_pipeline`) on one embedded broker:
+Every case is a fresh pipeline (:func:`_pipeline.start_pipeline`) on one local Apache Kafka:
 publishing groups ``p1`` and ``p2`` (``--members`` each, default 1: the machine has 2 cores),
 relays ``r1`` and ``r2`` and, once every group leads every partition and the relays have taken
 theirs (rebuilt from ``prices``), the synthetic feed (``pricing-ha feed``, 100 instruments).
@@ -271,7 +271,7 @@ def main() -> None:
     began = time.monotonic()
     figures: dict[str, Any] = {
         "setup": {
-            "broker": "embedded Tansu (memory storage), one process",
+            "broker": "local Apache Kafka (LocalKafka), one node",
             "publishers_per_group": args.members,
             "groups": ["p1", "p2"],
             "relays": 2,

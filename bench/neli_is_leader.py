@@ -2,7 +2,7 @@
 
 Measures, per call: ``LeadershipTracker.leads`` (the decision itself), ``Neli.leads(partition)``
 and ``Neli.is_leader(role)`` (which adds the lock, the clocks and murmur2 of the role) on a
-running member of a real (embedded) broker, for each variant and mode.
+running member of a real (local Apache Kafka) broker, for each variant and mode.
 
 Run: ``.venv/bin/python bench/neli_is_leader.py``
 """
@@ -66,7 +66,7 @@ async def _measure(bootstrap: str, variant: Variant, mode: Mode) -> dict[str, fl
 
 
 async def main() -> None:
-    """Measure every variant/mode on one embedded broker."""
+    """Measure every variant/mode on one local Apache Kafka."""
     figures: dict[str, dict[str, float]] = {}
     with LocalKafka() as broker:
         for variant in Variant:

@@ -1,7 +1,7 @@
 """Takeover time after SIGKILL: how long a killed member's partitions stay without a leader.
 
-For each variant/mode: three members (separate processes) on a 4-partition topic of the
-embedded broker; repeatedly SIGKILL the member leading the most partitions, measure for each of
+For each variant/mode: three members (separate processes) on a 4-partition topic of a local
+Apache Kafka; repeatedly SIGKILL the member leading the most partitions, measure for each of
 its partitions the time from the kill to the first instant a survivor leads it (from the
 survivors' own records), then start a replacement. Prints and writes min/median/max.
 

@@ -5,7 +5,7 @@ Product: feed -> ``md.quotes`` -> publishing groups ``p1`` and ``p2`` (one membe
 Reference: the same feed -> ``ref.quotes.<uid>`` -> two forwarding "publishers" ->
 ``ref.raw.<uid>`` -> one forwarding "relay" (keeps group p1's copies) -> ``ref.prices.<uid>``
 (``bench/_forwarder.py``: the product's fetch loop, client settings and commits, minus its
-work). Both run on one embedded broker, with the same partition count, each case on fresh
+work). Both run on one local Apache Kafka, with the same partition count, each case on fresh
 topics and processes (:mod:`_price_cases`); cases alternate product, reference, product,
 reference (``--rounds``), so a drift of the machine's load does not favour one.
 
@@ -298,7 +298,7 @@ def main() -> None:
         "loaded": load_at_start > 1.0,
         "load_average_1m_at_start": load_at_start,
         "setup": {
-            "broker": "embedded Tansu (memory storage), one process",
+            "broker": "local Apache Kafka (LocalKafka), one node",
             "product": "p1/a, p2/a (pricing-ha run), relays r1, r2 (pricing-ha dedupe)",
             "reference": "bench/_forwarder.py: publish p1, publish p2, relay --keep p1",
             "reference_loop": (

@@ -1,7 +1,7 @@
 """Flame graphs of the price path under load: a publisher and a relay, sampled by py-spy.
 
 One pipeline (:func:`_pipeline.start_pipeline`: P1 and P2 with one member each, relays r1 and
-r2) on the embedded broker; the synthetic feed runs paced at ``--rate`` prices/s (100
+r2) on a local Apache Kafka; the synthetic feed runs paced at ``--rate`` prices/s (100
 instruments) and, after ``--warm-s``, ``py-spy record`` samples publisher ``p1/a`` and every
 relay for ``--seconds`` (on-CPU samples only: idle waits are left out, so the width of a frame
 is the share of CPU time spent in it). The SVGs go to ``bench/results/flame-LABEL-ROLE.svg``

@@ -1,7 +1,7 @@
 """Per-instrument silence on the union of both groups' output while publishers or the broker fail.
 
 Each run is a fresh :class:`~pricing_ha.local.cluster.PricingCluster` (fresh topics) on one
-embedded broker that this benchmark starts and owns: two publishing groups of two members each
+local Apache Kafka that this benchmark starts and owns: two publishing groups of two members each
 (``p1/a``, ``p1/b``, ``p2/a``, ``p2/b``, separate OS processes) and the synthetic feed (20
 instruments at 20 Hz each). Once all four members have been publishing for S seconds, one fault
 is injected (``--scenarios``, default all three):

@@ -1,6 +1,6 @@
 """Relay fail-over: how long ``prices`` stays silent on a crash, a SIGTERM hand-over and a join.
 
-A cluster is an embedded broker of its own, started for it, with one pipeline
+A cluster is a local Apache Kafka of its own, started for it, with one pipeline
 (:func:`_pipeline.start_pipeline`) on freshly created topics: publishing groups ``p1`` and
 ``p2`` (``--members`` each, default 1: the machine has 2 cores), relays ``r1`` and ``r2``, and
 the synthetic feed (100 instruments x 10 Hz = 1,000 quotes/s) running throughout. A thread
@@ -24,12 +24,10 @@ exactly one live relay, which wrote its latest record, under 5 s old; held for 1
 4. **join** again (a second replacement), as in 2.
 
 Clusters: the rounds run in clusters of ``--rounds-per-cluster`` (default 1), each on a new
-broker. The embedded broker (Tansu, memory storage) lists every record batch a partition has
-ever held on every fetch (docs/architecture.md §7; ``bench/broker_fetch_cost.py``), so on one
-broker each round runs on a broker slowed by the history of the rounds before it, and "0
-records retained" is no longer true of late rounds. ``--rounds-per-cluster 0`` (or a value
->= ``--rounds``) runs every round on one broker, as this benchmark did before, so that the
-history's effect can still be measured. Round numbers run on across the clusters of one
+broker, so that every round starts from the same state: on one broker, "0 records retained"
+is no longer true of late rounds, which run on the history of the rounds before them.
+``--rounds-per-cluster 0`` (or a value >= ``--rounds``) runs every round on one broker, so
+that the history's effect can still be measured. Round numbers run on across the clusters of one
 retained value; each event also names its cluster.
 
 Retention: with ``--retained N`` (default: both 0 and 1,000,000) each cluster's ``prices`` is

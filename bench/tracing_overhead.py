@@ -1,6 +1,6 @@
 """Overhead of price-path tracing on end-to-end throughput, at sampling 0, 1 % and 100 %.
 
-For each ratio, in the same run and on the same embedded broker: fresh topics, one P1 publisher
+For each ratio, in the same run and on the same local Apache Kafka: fresh topics, one P1 publisher
 member and one relay member (``pricing-ha run`` / ``pricing-ha dedupe``, separate OS processes,
 spans to JSON-lines files), all started with ``PRICING_HA__TELEMETRY__PRICE_SAMPLE_RATIO`` set.
 Once both lead every partition, the feed produces N quotes unpaced (``--rate 0``), sampled at the

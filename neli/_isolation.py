@@ -8,9 +8,9 @@ session is lost. Provisional leadership ends:
   until another member of the group is seen leading it. While nobody is, the member keeps it
   as long as heartbeats still reach it (it would see such a claim: every member's heartbeats
   name what it leads): T after the assignment or the last heartbeat it read, whichever is
-  later. A cooperative rebalance can leave a partition with no owner for a round or more (on
-  the embedded broker, 12 s after a broker stall); releasing it T after the assignment left
-  the group without a leader for it until the next round;
+  later. A cooperative rebalance leaves a partition that moves with no owner until its second
+  round, and the rounds that follow a broker stall can take longer; releasing it T after the
+  assignment would leave the group without a leader for it until then;
 * when another member of the group has been seen leading the partition for longer than T
   *during this member's term*. Claims made before the term began are the predecessor's,
   handing the partition over: counted, they made a member give up a partition it had just

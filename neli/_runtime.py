@@ -203,9 +203,10 @@ class Neli:
     async def _settle_rebalance(self) -> None:
         """Before leaving, let a rebalance in progress finish (bounded by S + 1 s).
 
-        A member that leaves between the revocation and the assignment of a rebalance was seen
-        to leave the other members of its group unassigned for good on the embedded broker
-        (both eager and cooperative). Waiting for the assignment costs at most a rebalance.
+        A member that leaves between the revocation and the assignment of a rebalance depends
+        on the coordinator to finish that round without it (Apache Kafka's does, or starts
+        another); a coordinator that does not leaves the other members unassigned for good.
+        Waiting for the assignment costs at most a rebalance, so the guard stays.
         """
         deadline = self._clock.monotonic() + self.config.session_timeout_ms / 1000 + 1.0
         # The flag is flipped by librdkafka's callbacks in the poll thread: polled, not awaited.

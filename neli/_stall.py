@@ -18,7 +18,7 @@ from __future__ import annotations
 from neli._config import NeliConfig
 
 #: How long librdkafka may take to act on an expired session once its timer says so (its
-#: check runs periodically: it reported 2,042-2,172 ms at S = 2,000 ms on the embedded broker).
+#: check runs periodically, so it reports a lost session somewhat after S).
 _LOST_NOTICE_S = 0.5
 
 

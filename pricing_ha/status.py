@@ -2,7 +2,9 @@
 
 Every NELI member names the partitions it leads in each heartbeat, so reading the NELI topic
 for a couple of pulses shows every live member of every group (publishers p1, p2 and the relay)
-as it reports itself. No broker-side group description is needed (the embedded broker lacks it).
+as it reports itself. No broker-side group description is needed: it would show what each
+member is assigned, not what it leads (a new owner in its grace period, a publisher leading
+provisionally through a stall), and only for groups this client may describe.
 Every group the configuration names (``[groups]``: the publishing groups and the relay group) is
 listed whether or not it heartbeats, so a group with no live member shows as **absent** (all its
 partitions unled) instead of silently missing; groups seen on the topic but not configured are

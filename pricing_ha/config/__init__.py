@@ -2,7 +2,7 @@
 
 Every option has a default, documented on its section's dataclass (``_sections.py`` and
 ``_roles.py``, all re-exported here) and in ``config/default.toml``, which spells out exactly
-these defaults for the embedded broker. Loading order, later wins:
+these defaults for the local Apache Kafka (``pricing-ha broker``). Loading order, later wins:
 
 1. the built-in defaults below;
 2. the TOML file (``--config``, else ``$PRICING_HA_CONFIG``, else the repository's

@@ -61,8 +61,8 @@ class BrokerConfig:
     """How every client reaches the Kafka-protocol cluster.
 
     Attributes:
-        bootstrap_servers: ``host:port[,host:port...]``. Default ``"127.0.0.1:9092"`` (the
-            embedded broker).
+        bootstrap_servers: ``host:port[,host:port...]``. Default ``"127.0.0.1:9092"`` (a local
+            broker).
         connect_timeout_ms: how long a command waits for the broker to answer before failing
             with ``BrokerUnavailableError``. Default 10000.
         auth: how clients authenticate. ``"passthrough"``: exactly as ``librdkafka`` says
@@ -200,7 +200,7 @@ class TopicsConfig:
         dlq: rejected quotes with a reason header. Default ``"md.quotes.dlq"``.
         raw_dlq: rejected raw prices (relay). Default ``"prices.raw.dlq"``.
         partitions: M, the partition count of every topic. Default 4.
-        replication_factor: replicas per partition (1 on the embedded broker, 3 on a real
+        replication_factor: replicas per partition (1 on a one-node broker, 3 on a real
             cluster). Default 1.
         neli_retention_ms: ``retention.ms`` of the NELI topic; heartbeats are useless once
             stale. Default 60000.

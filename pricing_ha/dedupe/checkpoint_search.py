@@ -8,8 +8,8 @@ on from that view's ``position``. The start-up read is the records since the lat
 (about a second of prices), whatever the topic holds. The search reads back from the reported
 end in growing windows; a partition without a checkpoint in its last :data:`_SEARCH_MAX`
 records (a topic written before checkpoints, or a query that failed) is read from its start,
-which is slower, never wrong. The reported end may lag the data (the embedded broker's does):
-the search then finds an earlier checkpoint, which is as valid.
+which is slower, never wrong. A checkpoint appended after the end was asked for is not found:
+the search then finds an earlier one, which is as valid.
 
 Checkpoint records and the :class:`~.control.PartitionView` they carry are described in
 :mod:`.control`.

@@ -1,6 +1,6 @@
 """The relay's fences: one transactional producer per owned partition of ``prices``.
 
-Used when ``[relay] fencing = "transactions"`` (meant for Apache Kafka). Each partition this
+Used when ``[relay] fencing = "transactions"`` (the default). Each partition this
 relay owns is written by a transactional producer of its own, whose ``transactional.id`` is
 derived from the relay group and the partition (:meth:`Fences.transactional_id`). A takeover
 calls :meth:`Fences.fence` first: ``init_transactions`` makes the broker reject every later
@@ -9,10 +9,10 @@ Records are then produced inside transactions (:meth:`Fences.begin`) and committ
 (:meth:`Fences.commit_open`); a transaction that cannot begin or commit ends that partition's
 producer, and ``on_lost`` tells the owner to start the partition over under a new one.
 
-What the brokers make of it (docs/architecture.md §7): Apache Kafka rejects the fenced
-producer and hides its aborted records from ``read_committed`` readers; the embedded broker
-rejects its writes too, but shows aborted records to every reader and does not answer a fenced
-commit (it times out after :data:`COMMIT_TIMEOUT_S`).
+What the broker makes of it (docs/architecture.md, "What fencing guarantees"): it rejects the
+fenced producer's writes and hides its aborted records from ``read_committed`` readers. A commit
+the broker does not answer fails after :data:`COMMIT_TIMEOUT_S`, so that a stalled broker cannot
+hold the relay's worker thread.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = ["COMMIT_TIMEOUT_S", "Fences"]
 
 log = logging.getLogger("pricing_ha.relay")
 
-COMMIT_TIMEOUT_S = 2.0  # a commit (the embedded broker never answers a fenced one: it times out)
+COMMIT_TIMEOUT_S = 2.0  # a commit not answered by then fails (the partition is started over)
 
 
 class Fences:

@@ -11,8 +11,8 @@ NELI heartbeat late). The rule below does not rest on NELI's leadership, only on
 member reads on ``prices[k]`` itself, so it holds for a member that NELI no longer trusts;
 what it buys is that a stall of the broker or of the group coordinator longer than the
 session timeout, which expires every relay at once, no longer silences ``prices`` until the
-group has re-formed (on the embedded broker 3.4-4.3 s after the sessions were lost, in the
-fault drill). A member that cannot read ``prices[k]`` (paused, cut off) cannot emit under it either.
+group has re-formed (every member rejoined, a rebalance, then the takeovers). A member that
+cannot read ``prices[k]`` (paused, cut off) cannot emit under it either.
 
 The rule that makes this safe without fencing: the member emits only while its standby tail
 has read ``prices[k]`` to its end within :data:`HANDOVER_FRESH_S`, so it sees a successor's

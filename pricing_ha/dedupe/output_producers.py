@@ -6,7 +6,7 @@ object reads the delivery reports: which partitions have output that was not ack
 when the member's own records were appended (:meth:`OutputProducers.read_as_of`, a hand-over's
 read-back evidence).
 
-**Fencing** (``[relay] fencing = "transactions"``; for Apache Kafka): each owned partition is
+**Fencing** (``[relay] fencing = "transactions"``, the default): each owned partition is
 written by a transactional producer of its own (:class:`~pricing_ha.dedupe.fences.Fences`); a
 takeover marker is written only after ``init_transactions`` fenced the previous owner, prices
 are emitted inside transactions committed at the end of each batch and when idle, and a
@@ -15,13 +15,12 @@ through the relay's one idempotent producer.
 
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
-while the broker was paused, after which the embedded broker fences the idempotent producer
-forever) is replaced at the end of the batch
-(:class:`~pricing_ha.kafka.producers.ReplaceableProducer`). Every partition with output that
-failed or was purged with the old producer is reported failed, so the relay starts it over
-(rebuild from ``prices``, re-read ``prices.raw`` from the last commit), but only once the broker
-has answered the new producer (:meth:`OutputProducers.may_resume`): a rebuild against a broker
-that does not answer would find ``prices`` empty.
+while the broker was paused, so the idempotent producer bumped its epoch) is replaced at the
+end of the batch (:class:`~pricing_ha.kafka.producers.ReplaceableProducer`). Every partition
+with output that failed or was purged with the old producer is reported failed, so the relay
+starts it over (rebuild from ``prices``, re-read ``prices.raw`` from the last commit), but only
+once the broker has answered the new producer (:meth:`OutputProducers.may_resume`): a rebuild
+against a broker that does not answer would find ``prices`` empty.
 """
 
 from __future__ import annotations
@@ -47,11 +46,10 @@ _PROBE_TIMEOUT_S = 0.1  # one metadata request asking whether the broker answers
 _APPENDED_KEPT = 256  # acknowledged records remembered per partition, for read_as_of
 _APPENDED_EVERY_S = 0.01  # at most one per this interval
 #: linger.ms of the relay's producers. Each batch ends in a flush (or a commit, which flushes),
-#: and a flush sends at once whatever linger.ms says (produce + flush 0.3 ms at linger 1, 10 and
-#: 100 ms on the embedded broker), so linger costs the relay no latency. At 1 ms librdkafka's
-#: broker thread spent its time polling, with few context switches, while records waited
-#: (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each relay used 22-24 % of a
-#: core at 800 prices/s, 14-16 % at 10 ms.
+#: and a flush sends at once whatever linger.ms says, so linger costs the relay no latency. At
+#: 1 ms librdkafka's broker thread spent its time polling, with few context switches, while
+#: records waited (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each relay used
+#: 22-24 % of a core at 800 prices/s, 14-16 % at 10 ms.
 _LINGER_MS = 10
 # librdkafka looks for timed-out records once a second: a record may outlive its
 # message.timeout.ms by up to this long before it fails instead of being sent.

@@ -44,21 +44,17 @@ _COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a take
 
 #: Fetch settings of the relay's consumers (``prices.raw`` and the standby tail of ``prices``).
 #:
-#: At most 64 KiB per fetch request, not only per partition. The records of one fetch response
-#: are handed over partition by partition, and the embedded broker ignores the per-partition
-#: limit: it fills a response from the partitions in request order up to the request's limit
-#: (5 MiB at most). After a takeover, one partition's backlog thus held back the first record of
-#: the others: 1.1-1.2 s per partition taken over in the fault drill. With 64 KiB per request
-#: each response carries a slice of one or a few partitions, and librdkafka starts each request
-#: one partition further on: the partitions interleave (measured on the embedded broker: 4
-#: partitions with a backlog of 3,000 small batches each, first records at 0, 215, 430 and 645
-#: instead of 0, 3,000, 6,000 and 9,000). librdkafka wants message.max.bytes <= fetch.max.bytes;
-#: a record batch larger than that is still returned whole. (librdkafka also prefetches up to
-#: 100,000 records, so partitions taken up after others wait behind the earlier ones' prefetched
-#: backlog: 2.2-2.9 s in the drill's broker stall. Lowering queued.min.messages to 1,000 made
-#: the drill worse, 11-12 s in the relay windows and 5.8 s in a publisher's: a partition whose
-#: queue is full is not fetched again for fetch.queue.backoff.ms, 1 s by default. Left at the
-#: default.)
+#: At most 64 KiB per partition and per fetch request. The records of one fetch response are
+#: handed over partition by partition, so after a takeover one partition's backlog must not
+#: fill whole responses ahead of the others' first records. Apache Kafka honours the
+#: per-partition limit, which alone interleaves the partitions; the per-request limit covers a
+#: broker that fills a response from the partitions in request order up to the request's limit
+#: (librdkafka starts each request one partition further on). librdkafka wants
+#: message.max.bytes <= fetch.max.bytes; a record batch larger than that is still returned
+#: whole. (librdkafka also prefetches up to 100,000 records, so partitions taken up after others
+#: wait behind the earlier ones' prefetched backlog. Lowering queued.min.messages made that
+#: worse: a partition whose queue is full is not fetched again for fetch.queue.backoff.ms, 1 s
+#: by default. Left at the default.)
 FETCH_SETTINGS: Mapping[str, Any] = {
     "fetch.wait.max.ms": 10,
     "log.connection.close": False,

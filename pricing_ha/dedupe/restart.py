@@ -7,16 +7,16 @@ up again (a takeover marker, the standby's marks, ``prices.raw[k]`` from the las
 once the replaced producer's broker answers (without fencing): a broker stall times the
 output out a moment before NELI notices its own heartbeat late, and a partition dropped at
 once was fenced before it could be taken up again, then silent until the re-formed group's
-owner had waited out a grace period (7 s in a fault drill). Kept until the broker answers, it
-is handed over instead, and started over in place as below.
+owner had waited out a grace period. Kept until the broker answers, it is handed over
+instead, and started over in place as below.
 
 A member *handing k over* cannot take it up again: NELI no longer gives it k, so that would be
 a new term beside its successor's. Before, it dropped k, and k stayed silent until the
 successor took it up. A broker stall longer than the relays' session timeout does exactly
 that to every relay at once: the stall times out the records in flight (``message.timeout.ms``
-is S), the sessions are lost, and on the embedded broker the group re-forms 3.4-5.2 s after
-the sessions were lost (fault drills). In one drill run the partitions that had records in
-flight (one per relay) were silent 7.8-8.5 s, the others under 2 s.
+is at most S), the sessions are lost, and the group re-forms only once every member has
+rejoined: the partitions that had records in flight stayed silent until then, and until the
+takeovers that followed; the others did not.
 
 So such a partition starts over **in place, under the same term**: once the replaced
 producer's broker answers, the member writes its hand-over announcement again, with a marker

@@ -353,7 +353,8 @@ class StandbyTail:
 
         The tail knows it saw everything appended until the last time it reached the end (an
         end-of-partition event). While the partition is written continuously, those events can
-        be rare (the embedded broker's reported end lags its data), so the owner may also pass
+        be rare (each new record moves the end on before the tail reaches it), so the owner may
+        also pass
         ``read_as_of(partition, position)``: a monotonic time before which everything appended
         is below ``position`` (for instance, when the owner produced a record the broker put
         below it: every earlier request was appended before that record).

@@ -13,10 +13,10 @@ failed delivery: a synthetic quote lost in transit would be an unexplained gap d
 
 A failure that only means the producer is finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: e.g. a quote timed out while the broker
-was paused, after which the embedded broker fences the idempotent producer forever) is not such
-a failure: the producer is replaced (:class:`~pricing_ha.kafka.producers.ReplaceableProducer`)
-and every quote not yet acknowledged is sent again, in the order first sent (so each
-instrument's in ``seq`` order), before any new one. A quote may then reach ``md.quotes`` twice
+was paused, so its idempotent producer bumped its epoch) is not such a failure: the producer
+is replaced (:class:`~pricing_ha.kafka.producers.ReplaceableProducer`) and every quote not yet
+acknowledged is sent again, in the order first sent (so each instrument's in ``seq`` order),
+before any new one. A quote may then reach ``md.quotes`` twice
 (the first copy may have been written after all); none is lost. The summary counts the
 replacements.
 

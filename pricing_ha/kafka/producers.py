@@ -2,13 +2,14 @@
 
 An idempotent producer (``enable.idempotence`` without ``transactional.id``) whose records time
 out (``_MSG_TIMED_OUT``) bumps its epoch locally (KIP-360) without asking the broker. Apache
-Kafka accepts the bumped epoch; Tansu, the embedded broker, accepts only the epoch its
-InitProducerId handed out, so it answers ``PRODUCER_FENCED`` (or ``INVALID_PRODUCER_EPOCH``) to
-every later batch, and librdkafka bumps again on each rejection. None of these errors is
-``fatal()``, ``retriable()`` or ``txn_requires_abort()``: code waiting for a fatal error waits
-forever, and the producer never delivers again (not even after ``purge()`` and ``flush()``).
-A new producer delivers about 0.5 s after the broker answers again (librdkafka retries
-acquiring a producer id every 500 ms while no broker is up).
+Kafka accepts the bumped epoch; a broker that accepts only the epoch its InitProducerId handed
+out answers ``PRODUCER_FENCED`` (or ``INVALID_PRODUCER_EPOCH``) to every later batch, and
+librdkafka bumps again on each rejection. None of these errors is ``fatal()``, ``retriable()``
+or ``txn_requires_abort()``: code waiting for a fatal error would wait forever. Either way, a
+record that timed out may or may not have landed: replacing the producer and replaying what
+was not acknowledged, in order, recovers the same way on any broker. A new producer delivers
+about 0.5 s after the broker answers again (librdkafka retries acquiring a producer id every
+500 ms while no broker is up).
 
 * :func:`producer_is_wedged` is the pure decision: the reason an error ends a producer, or
   ``None``.
@@ -59,8 +60,8 @@ _LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's default message.timeout
 #: ``enable.sparse.connections``: with sparse connections (librdkafka's default) a producer
 #: created while the broker does not answer only connects to the partition leaders when its
 #: producer id timer (500 ms) next asks for one after the bootstrap connection came up: its
-#: first delivery comes 1 s after the broker answers again instead of 0.5 s (measured against
-#: the embedded broker).
+#: first delivery waits for that timer's next turn, up to 500 ms more after the broker answers
+#: again.
 #:
 #: ``max.in.flight.requests.per.connection`` 1 (idempotence allows up to 5, the default): with
 #: more than one, an idempotent producer whose broker answers slowly spins. ``perf`` on a

@@ -9,7 +9,7 @@ once every node answers a metadata request naming this cluster's id and all of i
 Three nodes stand in racks ``a``, ``b`` and ``c`` with replication factor 3 and
 ``min.insync.replicas = 2`` for every topic (the internal ones included), so that one node, or the
 AZ it stands in, can be lost without losing a write. Settings favour fast local fail-over; what
-MSK uses instead is in docs/operations.md (the broker settings).
+MSK uses instead is in docs/architecture.md (#7-the-local-apache-kafka).
 
 The nodes are separate processes so that fault tests can pause (SIGSTOP), kill and restart them
 and observe what real clients do.

@@ -48,8 +48,8 @@ def read_topic(
 
     ``live``: the topic is still being written, so it may never be idle for ``idle_s``: stop
     once every partition has been read up to its end offset as the broker reported it when
-    the read began (the embedded broker's reported ends lag its data a little, so the newest
-    records may be missing: for checks that poll until what they want has arrived).
+    the read began (records appended after that may be missing: for checks that poll until
+    what they want has arrived).
     """
     consumer = Consumer(
         {

@@ -1,7 +1,7 @@
 """``pricing-ha demo``: the whole system on one machine, with injected fail-overs and a verdict.
 
-Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C or failure) the
-embedded broker (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
+Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C or failure) a
+local Apache Kafka (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
 x2, a verifying subscriber and the feed. While the feed runs it injects, on a schedule scaled to
 the duration: a P1 member SIGKILL, the loss of all of P2 and its restart, a SIGKILL of the
 active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it stops every process (SIGTERM,

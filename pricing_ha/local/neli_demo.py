@@ -1,6 +1,6 @@
 """A live demonstration of NELI: members in separate processes, one killed, leadership moving.
 
-Starts the embedded broker (unless a bootstrap address is given), creates a NELI topic, starts
+Starts a local Apache Kafka (unless a bootstrap address is given), creates a NELI topic, starts
 several members of one non-exclusive group as separate OS processes, shows who leads which
 partition, SIGKILLs the busiest member, shows its partitions being taken over, and ends with a
 verdict computed from what the members recorded.

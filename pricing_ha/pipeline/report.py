@@ -258,7 +258,7 @@ def ingest_and_report(
 ) -> ReportResult:
     """Land the topics of the configuration at ``config_path`` in ``out`` (batch, to their end)
     and make the report from the landed records: what ``pricing-ha demo --report`` runs before
-    its embedded broker goes away."""
+    its local Kafka stops."""
     from pricing_ha.config import load_app_config
     from pricing_ha.pipeline.ingest import ingest_batch
     from pricing_ha.pipeline.jobs import load_inputs

@@ -156,9 +156,9 @@ class QuoteWorker(PartitionWorker):
         self.producer: ReplaceableProducer[ProducerClient] = ReplaceableProducer(
             broker.client_config(
                 defaults={
-                    # The embedded broker's cost is per produce request, not per record
-                    # (measured: ~45 µs of broker CPU per record at linger 1 ms against ~10 µs
-                    # at 5 ms, 5,000 records/s): a few ms of batching buys most of the CPU.
+                    # A broker's cost is mostly per produce request, not per record: a few
+                    # ms of batching saves broker CPU, and the flush at the end of each batch
+                    # sends at once whatever linger.ms says.
                     "linger.ms": 5,
                     "log.connection.close": False,
                     # Below the flush timeout, so every record of a batch is acknowledged or

@@ -38,7 +38,7 @@ RESUME_BOUND_S = 1.0
 
 @dataclass
 class Target:
-    """The broker a test runs against, and the embedded broker process when it may pause it."""
+    """The broker a test runs against, and its :class:`LocalKafka` when the test may pause it."""
 
     bootstrap: str
     broker: LocalKafka | None

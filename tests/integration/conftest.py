@@ -27,9 +27,9 @@ def procs(tmp_path: Path, bootstrap: str, topic_factory: TopicFactory) -> Iterat
     Depends on ``bootstrap`` so that the broker is torn down after the processes: members
     stopping against a broker already gone wait out every timeout (15-20 s per test). And on
     ``topic_factory`` so that the test's topics are deleted after the processes have stopped:
-    on the embedded broker, deleting a topic that a client has assigned partitions of kills
-    that client with SIGSEGV (docs/architecture.md §7), which took every NELI member still
-    running in ``test_neli_processes.py`` down before it was asked to stop.
+    librdkafka has been seen to crash (SIGSEGV) when a topic it had partitions of assigned was
+    deleted (docs/architecture.md, the local Apache Kafka), which would take members down before
+    they are asked to stop.
     """
     del bootstrap, topic_factory
     group = ProcessGroup(tmp_path / "logs")

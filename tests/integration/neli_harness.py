@@ -11,8 +11,9 @@ from pricing_ha.local import leadership_log
 from pricing_ha.local.leadership_log import MemberLog
 from pricing_ha.local.procs import Proc, ProcessGroup
 
-#: S for the tests (PRICING_HA_TEST_SESSION_MS). Tansu is stable from 1000 ms; 3000 ms leaves
-#: margin. A real Kafka enforces group.min.session.timeout.ms (6000 by default): match it.
+#: S for the tests (PRICING_HA_TEST_SESSION_MS; 3000 ms by default, the publishers' S). A broker
+#: enforces its group.min.session.timeout.ms (500 ms on the local Kafka, 6000 by default
+#: elsewhere): against another cluster, match it.
 SESSION_MS = local_cluster.SESSION_MS
 
 

@@ -1,7 +1,8 @@
 """Every producer recovers from a broker pause longer than its message timeout (issue 17).
 
-An idempotent producer whose records time out bumps its epoch locally; the embedded broker
-(Tansu) then fences it forever, with errors that are neither fatal nor retriable. Each test runs
+An idempotent producer whose records time out bumps its epoch locally, and what it timed out
+may or may not have landed: each component replaces such a producer and replays what was not
+acknowledged (:mod:`pricing_ha.kafka.producers`). Each test runs
 the real producing code path of one component (the feed's loop, a publisher's quote worker, a
 relay's worker; the workers without NELI, leading every partition) against a broker, and in the
 ``paused`` variant SIGSTOPs the broker for ``PAUSE_S`` > ``message.timeout.ms``. It then checks,

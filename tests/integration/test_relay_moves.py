@@ -130,8 +130,8 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
 ) -> None:
     """The broker paused past the relays' S, so every relay's session expires at once: each
     hands its partitions over instead of stopping, so ``prices`` resumes with the broker,
-    not once the relay group has re-formed (3.4-4.3 s after the sessions were lost on the
-    embedded broker, then the takeovers), and stays exactly once."""
+    not once the relay group has re-formed (every relay rejoined, a rebalance, then the
+    takeovers), and stays exactly once."""
     relay_s = RelayConfig().session_timeout_ms / 1000
     stall_s = relay_s + 0.5
     cluster = PricingCluster(procs, own_broker.bootstrap, tmp_path)

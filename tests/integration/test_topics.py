@@ -61,7 +61,7 @@ def test_create_then_check_and_idempotent_recreate(layout: AppConfig) -> None:
 
 
 def test_neli_topic_gets_short_retention(layout: AppConfig) -> None:
-    """The broker stores retention.ms on the NELI topic (Tansu keeps per-topic configs)."""
+    """The broker stores retention.ms on the NELI topic."""
     admin = make_admin(layout)
     create_topics(admin, layout)
     resource = ConfigResource("topic", layout.topics.neli)

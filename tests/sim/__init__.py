@@ -23,7 +23,7 @@ What is checked, at every simulated step of 25 ms (``check_interval_ms``), in ev
   partition unled, and neither does a second stall while the group re-forms after a first
   (``test_a_second_broker_stall_during_the_regrouping_leaves_no_partition_unled``, also with a
   coordinator that, resuming, expires the members before reading what they sent meanwhile,
-  as the embedded broker does).
+  which a paused broker may do).
   ``W = S + L + 2·(S/4 + 3·rtt) + pulse + d_produce + d_fetch + 2·step`` (6160 ms with
   the publishers' shipped S = 3000 ms and pulse 1000 ms): session expiry, the client's
   loss-detection lag L, two cooperative rebalance rounds, then the new owner's first

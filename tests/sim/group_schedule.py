@@ -42,9 +42,8 @@ class Scenario:
     #: Give the tracker's watchdog the wall clock too (as the runtime does).
     wall_stall_guard: bool = True
     #: A coordinator resuming after a stall expires the members whose last group heartbeat is
-    #: S old before it reads the requests queued during the stall (the embedded broker does:
-    #: after a stall of S every member rejoined as a new one and the partitions moved), rather
-    #: than after.
+    #: S old before it reads the requests queued during the stall, rather than after (a paused
+    #: broker may do either: then every member rejoins as a new one and the partitions move).
     stall_expires_first: bool = False
 
     @property

@@ -8,9 +8,10 @@
 * A producer with a ``transactional.id`` gets the transaction calls. ``init_transactions``
   registers a new epoch for its id (:attr:`World.epochs`); the "broker" rejects, at the moment
   it would land, every record produced under an older epoch (``PRODUCER_FENCED``), ghosts
-  included; a stale producer's ``commit_transaction`` waits out its timeout and fails, as the
-  embedded broker's does. Records land when acknowledged, committed or not (the embedded
-  broker shows aborted records to every reader).
+  included; a stale producer's ``commit_transaction`` waits out its timeout and fails (the
+  slowest answer a broker can give: Apache Kafka answers ``PRODUCER_FENCED`` at once). Records
+  land when acknowledged, committed or not: aborted records stay visible, which is stricter
+  than Apache Kafka's ``read_committed`` (it hides them).
 
 Landing, fencing and ghosts are decided by the world (:meth:`World.deliver`, :meth:`World.tick`).
 """
@@ -115,9 +116,9 @@ class FakeProducer:
             outcome = "timeout"
         if not self._world.output_gaps:
             # In order per partition: behind a record that will fail, every later record of
-            # the partition fails too (the embedded broker fences the producer after a
-            # timeout). With output_gaps, a later record may land (Kafka accepts the bumped
-            # epoch: librdkafka's idempotent producer without the gapless guarantee).
+            # the partition fails too (a broker that refuses the bumped epoch after a timeout).
+            # With output_gaps, a later record may land (Apache Kafka accepts the bumped epoch:
+            # librdkafka's idempotent producer without the gapless guarantee).
             earlier = [r for r in self._pending if r.partition == partition and r.topic == topic]
             if earlier and earlier[-1].outcome != "ok":
                 outcome = earlier[-1].outcome

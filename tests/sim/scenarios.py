@@ -43,7 +43,8 @@ SCENARIOS: dict[str, Scenario] = {
         PUBLISHERS,
         RELAY,
         # Both again with a coordinator that, resuming after a broker stall, expires members
-        # before reading what they sent during it (the embedded broker's order).
+        # before reading what they sent during it (a paused broker's expiry timer and request
+        # handlers resume together, so either order can come first).
         replace(PUBLISHERS, name="publishers-stall-expires-first", stall_expires_first=True),
         replace(RELAY, name="relay-stall-expires-first", stall_expires_first=True),
         Scenario(

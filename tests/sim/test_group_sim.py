@@ -211,8 +211,8 @@ def test_a_second_broker_stall_during_the_regrouping_leaves_no_partition_unled(
 ) -> None:
     """A second stall of 2·S comes while the group re-forms after a first of S (hand-overs
     under way, a member's last heartbeat naming a partition it has just handed over not yet
-    read): still no partition without a leader at any instant (seen on the embedded broker:
-    the member that had just taken a partition over gave it up on its predecessor's claims)."""
+    read): still no partition without a leader at any instant (the member that has just taken a
+    partition over must not give it up on its predecessor's claims)."""
     scenario = replace(PUBLISHERS, duration_ms=45_000, stall_expires_first=expires_first)
     s = scenario.session_ms
     stalls = [

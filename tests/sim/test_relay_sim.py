@@ -27,7 +27,8 @@ What is checked, from the data on ``prices`` only:
 
 Assumptions (the model follows them; outside them nothing is claimed): records of one producer
 land in order per partition, and behind a record that will time out every later one of that
-partition fails too (Tansu fences the idempotent producer); a record reported timed out never
+partition fails too (as against a broker that refuses the idempotent producer's bumped epoch;
+``output_gaps`` relaxes this); a record reported timed out never
 lands (``ghosts`` relaxes this: counted, not failed); ``leads()`` is false for the old owner at
 a planned revocation and a zombie's ends before the successor's grace T does; a tail's
 end-of-partition event means it has read everything acknowledged before it.
@@ -139,9 +140,10 @@ def test_records_landing_after_their_timeout_duplicate_only_without_fencing() ->
 def test_a_gap_in_the_output_loses_the_seqs_before_it() -> None:
     """Output gaps (a timed-out record, a later one landing): the rebuild skips the lost seq.
 
-    Not a case the relay claims to survive against the embedded broker (which fences the
-    producer after a timeout); on Kafka, librdkafka's idempotent producer without the gapless
-    guarantee can leave such a gap, and the rebuilt high-water mark then skips it for good.
+    Not a case the relay claims to survive without fencing: on Apache Kafka, librdkafka's
+    idempotent producer without the gapless guarantee can leave such a gap, and the rebuilt
+    high-water mark then skips it for good. With fencing (the default) the transaction holding
+    the failed record is not committed, and the partition is started over.
     """
     failure, _ = _first_failure(range(SEED0, SEED0 + 300), output_gaps=True, fencing="none")
     assert failure is not None

@@ -303,7 +303,7 @@ def test_exclusive_relay_needs_threshold_plus_skew_below_session_timeout() -> No
 
 
 def test_session_timeout_below_one_second_is_refused() -> None:
-    """Session timeouts under 1000 ms (where the embedded broker churns) are refused."""
+    """Session timeouts under 1000 ms (too little room for a loaded host) are refused."""
     with pytest.raises(ConfigError, match="at least 1000 ms"):
         PublisherNeliConfig(session_timeout_ms=900, threshold_ms=1500)
 

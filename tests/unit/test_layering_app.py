@@ -10,7 +10,7 @@ The tree reads like the architecture, lowest layer first::
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
     subscribing, status          dedupe            (direct mode arbitrates like the relay)
     pipeline                     kafka, publishing (Spark jobs over the topics: the analytical path)
-    local                        everything below  (embedded broker, demo: never production)
+    local                        everything below  (local Kafka, demo: never production)
     cli                          everything
 
 A unit may import the units listed for it (and, transitively, nothing else); nothing imports
@@ -187,7 +187,7 @@ def test_import_reader_resolves_modules(source: str, module: str, expected: str)
 
 
 def test_production_code_never_imports_local_tooling() -> None:
-    """Only the CLI (and local itself) may import the demo/embedded-broker tooling."""
+    """Only the CLI (and local itself) may import the demo/local-broker tooling."""
     users = sorted(
         {
             unit_of(name)

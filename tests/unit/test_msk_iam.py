@@ -218,7 +218,7 @@ def client_config_bypasses() -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for path in sorted(APP_DIR.rglob("*.py")):
         rel = path.relative_to(APP_DIR).as_posix()
-        if rel.startswith(("config/", "local/")):  # local/: the embedded broker only
+        if rel.startswith(("config/", "local/")):  # local/: the local broker only
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "librdkafka":
