@@ -273,7 +273,7 @@ def foreign_processes() -> list[str]:
             pid = parents.get(pid, 1)
         return False
 
-    wanted = ("tansu", "pricing-ha", "pytest", "pricing_ha.")
+    wanted = ("kafka.Kafka", "pricing-ha", "pytest", "pricing_ha.")
     return sorted(
         f"{pid} {cmd[:120]}"
         for pid, cmd in commands.items()

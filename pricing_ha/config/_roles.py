@@ -154,7 +154,7 @@ class RelayConfig:
 
     Why S = 1000 ms: a relay crash is paid in full on ``prices``: the coordinator evicts the
     dead owner S after its last heartbeat, the group rebalances (on Apache Kafka, once every
-    live member has rejoined: a heartbeat interval, S / 3), and the successor fences and
+    live member has rejoined: within a heartbeat interval), and the successor fences and
     takes over. The publishing groups hide each other's crashes, so they can afford a longer
     S; the relay cannot. The local broker allows sessions down to 500 ms
     (``group.min.session.timeout.ms``, pricing_ha/local/broker.py); Amazon MSK's default is

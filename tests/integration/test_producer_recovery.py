@@ -108,8 +108,13 @@ def cfg(target: Target) -> Iterator[AppConfig]:
             raw_dlq=f"{prefix}.raw.dlq",
             partitions=M,
         ),
+        # The relay's single idempotent producer and its replacement (fencing "none"): with
+        # the broker fencing, a stalled transaction ends its partition's producer instead,
+        # and the partition starts over (test_relay_moves.py stalls the broker under that).
         relay=RelayConfig(
-            session_timeout_ms=MESSAGE_TIMEOUT_MS, output_timeout_ms=MESSAGE_TIMEOUT_MS
+            session_timeout_ms=MESSAGE_TIMEOUT_MS,
+            output_timeout_ms=MESSAGE_TIMEOUT_MS,
+            fencing="none",
         ),
     )
     admin = make_admin(config)

