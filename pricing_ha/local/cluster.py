@@ -56,6 +56,7 @@ def read_topic(
             "bootstrap.servers": bootstrap,
             "group.id": f"reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed",  # what subscribers see (the relay's transactions)
             "fetch.wait.max.ms": 50,
             "log.connection.close": False,
         }

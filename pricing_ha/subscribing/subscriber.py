@@ -243,6 +243,9 @@ class Subscriber:
                     "group.id": self.group_id,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
+                    # The relay writes prices in transactions: a deposed owner's aborted
+                    # records must never be seen (librdkafka's default; not left to it).
+                    "isolation.level": "read_committed",
                 },
             )
         )

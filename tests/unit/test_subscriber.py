@@ -137,6 +137,7 @@ async def test_relay_mode_reads_prices_from_the_end_of_every_partition() -> None
     ]
     assert fake.conf["enable.auto.commit"] is False
     assert fake.conf["fetch.wait.max.ms"] == 10
+    assert fake.conf["isolation.level"] == "read_committed"  # the relay's aborted records unseen
     await sub.close()
     assert fake.closed
 
