@@ -34,6 +34,7 @@ from confluent_kafka import (
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.positions import committed_starts
 
 __all__ = ["FETCH_SETTINGS", "RawInput"]
@@ -56,7 +57,7 @@ _COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a take
 #: worse: a partition whose queue is full is not fetched again for fetch.queue.backoff.ms, 1 s
 #: by default. Left at the default.)
 FETCH_SETTINGS: Mapping[str, Any] = {
-    "fetch.wait.max.ms": 10,
+    "fetch.wait.max.ms": FETCH_WAIT_MS,
     "log.connection.close": False,
     "max.partition.fetch.bytes": 65536,
     "fetch.max.bytes": 65536,

@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
@@ -122,7 +123,7 @@ class QuoteWorker(PartitionWorker):
             f"quotes-{group}",
             Consumer(
                 broker.client_config(
-                    defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                    defaults={"fetch.wait.max.ms": FETCH_WAIT_MS, "log.connection.close": False},
                     required={
                         "group.id": quotes_group_id(group),
                         "enable.auto.commit": False,

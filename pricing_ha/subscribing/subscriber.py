@@ -42,6 +42,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, Top
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import is_control
 from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
@@ -238,7 +239,7 @@ class Subscriber:
         broker = self.cfg.broker
         self._consumer = self._consumer_factory(
             broker.client_config(
-                defaults={"fetch.wait.max.ms": 10, "log.connection.close": False},
+                defaults={"fetch.wait.max.ms": FETCH_WAIT_MS, "log.connection.close": False},
                 required={
                     "group.id": self.group_id,
                     "enable.auto.commit": False,

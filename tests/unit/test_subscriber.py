@@ -12,6 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartitio
 from pricing_ha.cli.subscribe import delivery_json
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.subscribing.stats import InstrumentStats, SubscriberStats, percentiles
 from pricing_ha.subscribing.subscriber import Delivery, Subscriber
@@ -136,7 +137,7 @@ async def test_relay_mode_reads_prices_from_the_end_of_every_partition() -> None
         (CFG.topics.prices, 1, OFFSET_END),
     ]
     assert fake.conf["enable.auto.commit"] is False
-    assert fake.conf["fetch.wait.max.ms"] == 10
+    assert fake.conf["fetch.wait.max.ms"] == FETCH_WAIT_MS
     assert fake.conf["isolation.level"] == "read_committed"  # the relay's aborted records unseen
     await sub.close()
     assert fake.closed
