@@ -29,14 +29,18 @@ from typing import IO
 
 import pytest
 
+from pricing_ha.config import AppConfig
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "az-rehearsal"
 CLI = str(Path(sys.executable).parent / "pricing-ha")
 BOOTSTRAP = "10.213.0.1:9092"
-SESSION_S = 3.0  # [neli] and [relay] session_timeout_ms of config/default.toml
-RELAY_FENCE_S = 2.0 + 0.2  # relay threshold_ms + clock_skew_ms
+_DEFAULTS = AppConfig()
+SESSION_S = _DEFAULTS.neli.session_timeout_ms / 1000  # the publishers' S (config/default.toml)
+# The relay's own fencing bound, T + e (the broker also refuses a cut-off relay's writes).
+RELAY_FENCE_S = (_DEFAULTS.relay.threshold_ms + _DEFAULTS.relay.clock_skew_ms) / 1000
 SLACK_S = 1.0  # scheduling and flush slack on a loaded 2-core machine
 
 # The relay's output is read back by this script, run inside the broker's namespace.
