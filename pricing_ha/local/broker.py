@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import os
 import shutil
 import signal
 import socket
@@ -114,11 +113,6 @@ class LocalKafka:
     def pids(self) -> list[int]:
         """Every running node's process id."""
         return [n.pid for n in self.nodes if n.running]
-
-    @property
-    def log_path(self) -> Path:
-        """The first node's log file."""
-        return self.nodes[0].log_path
 
     @property
     def running(self) -> bool:
@@ -216,10 +210,7 @@ class LocalKafka:
         """
         atexit.unregister(self.stop)
         for n in self.nodes:
-            if n.running:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(n.pid, signal.SIGCONT)
-                    os.kill(n.pid, signal.SIGTERM)
+            n.terminate()
         for n in self.nodes:
             n.stop(timeout_s)
         if self._temporary and not self._keep_workdir:

@@ -285,13 +285,19 @@ class KafkaNode:
             proc.wait()
         self._close_log()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM (a controlled shutdown), SIGKILL after ``timeout_s``; idempotent."""
+    def terminate(self) -> None:
+        """Ask the node to shut down (SIGTERM; SIGCONT in case it is paused); returns at once."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
                 proc.send_signal(signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL after ``timeout_s``; idempotent."""
+        self.terminate()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
