@@ -16,6 +16,7 @@ from typing import Protocol
 
 import pytest
 from confluent_kafka import KafkaException
+from hypothesis import HealthCheck, settings
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -23,6 +24,19 @@ from pricing_ha.local.broker import LocalKafka
 from tests.waiting import wait_for
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
+
+# Property-based fuzzing of the decoders: no per-example deadline (two cores shared with a
+# broker make single examples slow at times), a fixed example budget, derandomised so a CI
+# failure reproduces; HYPOTHESIS_PROFILE=deep runs ten times more examples, randomised.
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("deep", max_examples=3000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 
 
