@@ -16,9 +16,9 @@ from typing import Protocol
 
 import pytest
 from confluent_kafka import KafkaException
-from hypothesis import HealthCheck, settings
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+from hypothesis import HealthCheck, settings
 
 from pricing_ha.local.broker import LocalKafka
 from tests.waiting import wait_for
