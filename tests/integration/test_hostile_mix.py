@@ -1,0 +1,248 @@
+"""Issue 45's goal, judged from outside: a hostile mix at 1,000 records/s beside real traffic.
+
+Processes: P1 and P2 (one publisher each), two relays, the synthetic feed (8 instruments at
+20 Hz), on fresh topics of the session broker. For :data:`HOSTILE_S` seconds a producer in the
+test writes every class of :mod:`tests.integration.hostile` to ``md.quotes``, ``prices.raw`` and
+the NELI topic. Then fresh ``read_committed`` consumers judge, per class:
+
+* no process exited (and, where its log says why, the class that made it exit fails too);
+* every real quote's price (real: what the feed wrote to ``md.quotes``, read back) is on
+  ``prices`` exactly once, in order per instrument; no price of seq 2^63-1 is there;
+* every hostile record meets its class's fate (:data:`tests.integration.hostile.FATES`): found by
+  its source partition and offset in the dead-letter topic of each role that consumes it, with a
+  reason of at most 256 bytes; or, where the class allows it, on ``prices`` once with only the
+  relay's own headers;
+* NELI records (no dead-letter topic): every group still leads every partition afterwards.
+
+The longest silence per instrument on ``prices`` during the run is printed. All verdicts are
+collected and reported per class before the test fails, so one run shows every class that fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.publishing.publisher import neli_group_id
+from tests.integration.hostile import ROLES, HostileMix, HostileRecord
+from tests.integration.hostile_judge import (
+    Rec,
+    Run,
+    Sent,
+    judge,
+    longest_silences,
+    order_key,
+    read_all,
+)
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.timeout(330)]
+
+HOSTILE_S = int(os.environ.get("PRICING_HA_HOSTILE_S", "60"))
+"""How long the hostile mix runs (1,000 records a second); the issue asks for 60 s."""
+#: Comma-separated classes to send on their own (diagnosis); empty: the whole mix.
+ONLY = os.environ.get("PRICING_HA_HOSTILE_CLASSES", "")
+PARTITIONS = 4
+INSTRUMENTS = 8
+RATE_HZ = 20.0
+SETTLE_S = 40.0  # bound on waiting, after the run, for prices and dead letters to settle
+LEAD_S = 20.0  # bound on waiting, after the run, for every group to lead every partition
+SLICES = 10  # each second's records go out in this many slices
+
+#: What a process's log says when a class made it exit (for the report and the class verdict).
+EXIT_CAUSES = {
+    "neli.huge_numbers": r"OverflowError",
+    "neli.deep_nesting": r"RecursionError",
+    "quote.oversized": r"MSG_SIZE_TOO_LARGE|Message size too large",
+    "raw.publish_ns_superscript": r"invalid literal for int\(\).*'²",
+    "raw.non_utf8_header": r"UnicodeDecodeError",
+}
+
+
+class Sender:
+    """Produces hostile records and remembers where the broker put each."""
+
+    def __init__(self, bootstrap: str, topics: dict[str, str]) -> None:
+        """A producer for this cluster's topics."""
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+        )
+        self.topics = topics
+        self.sent: list[Sent] = []
+        self.errors: list[str] = []
+
+    def send(self, rec: HostileRecord) -> None:
+        """Queue one record (explicit partition, as the default partitioner would choose)."""
+
+        def done(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                self.errors.append(f"{rec.kind}: {err}")
+                return
+            name = rec.key.decode(errors="replace") if rec.key is not None else None
+            self.sent.append(Sent(rec.kind, rec.role, rec.partition, msg.offset() or 0, name))
+
+        while True:
+            try:
+                self.producer.produce(
+                    self.topics[rec.role],
+                    key=rec.key,
+                    value=rec.value,
+                    partition=rec.partition,
+                    headers=list(rec.headers),
+                    on_delivery=done,
+                )
+            except BufferError:  # the local queue is full: serve acknowledgements first
+                self.producer.poll(0.05)
+            else:
+                return
+
+
+class Watch:
+    """Notes every role process that exits during the run, when, and which class its log names."""
+
+    def __init__(self, c: PricingCluster, names: list[str]) -> None:
+        """Watch ``names`` of ``c.members``."""
+        self.c, self.names, self.t0 = c, names, time.monotonic()
+        self.exits: dict[str, str] = {}
+
+    def __call__(self) -> None:
+        """Look once."""
+        for name in self.names:
+            proc = self.c.members[name]
+            if name not in self.exits and not proc.alive():
+                when = time.monotonic() - self.t0
+                causes = ",".join(_exit_causes(proc))
+                self.exits[name] = (
+                    f"exited {proc.popen.returncode} at +{when:.0f} s, causes {causes}"
+                )
+
+
+def _exit_causes(proc: Proc) -> list[str]:
+    text = proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
+    return [kind for kind, pattern in EXIT_CAUSES.items() if re.search(pattern, text)]
+
+
+Real = dict[str, list[tuple[int, int]]]
+
+
+def _real_quotes(c: PricingCluster, hostile: set[tuple[int, int]]) -> Real:
+    """Per instrument, the (epoch, seq) of every quote the feed wrote, in order."""
+    out: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for r in read_all(c.bootstrap, c.topics["quotes"], c.partitions, timeout_s=60):
+        got = order_key(r.value)
+        if (r.partition, r.offset) not in hostile and got is not None:
+            out[got[0]].add(got[1])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _read(c: PricingCluster, sender: Sender, real: Real, watch: Watch, led: str | None) -> Run:
+    def topic(role: str) -> list[Rec]:
+        return read_all(c.bootstrap, c.topics[role], c.partitions)
+
+    groups = frozenset({c.group("p1"), c.group("p2")})
+    prices, dlq, raw_dlq = topic("prices"), topic("dlq"), topic("raw_dlq")
+    return Run(sender.sent, real, prices, dlq, raw_dlq, groups, dict(watch.exits), led)
+
+
+def _mix_for(c: PricingCluster) -> HostileMix:
+    """A mix keyed by the feed's symbols and in its format (epoch or not), once it is feeding."""
+    first: dict[str, bytes] = {}
+
+    def feeding() -> bool:
+        for r in read_all(c.bootstrap, c.topics["quotes"], c.partitions, 5):
+            if (got := order_key(r.value)) is not None:
+                first.setdefault(got[0], r.value or b"")
+        return len(first) == INSTRUMENTS
+
+    wait_for(feeding, 30, lambda: f"the feed's {INSTRUMENTS} instruments on md.quotes")
+    sample = next(iter(first.values()))
+    got = order_key(sample)
+    assert got is not None
+    return HostileMix(
+        PARTITIONS,
+        sorted(first),
+        {g: neli_group_id(c.group(g)) for g in ("p1", "p2", "relay")},
+        epoch=got[1][0] if b'"epoch"' in sample else None,
+        only=frozenset(ONLY.split(",")) if ONLY else None,
+    )
+
+
+def _send(mix: HostileMix, sender: Sender, watch: Watch) -> None:
+    """:data:`HOSTILE_S` seconds of the mix, each second in :data:`SLICES` paced slices."""
+    t0 = time.monotonic()
+    for i in range(HOSTILE_S):
+        records = mix.second(i, HOSTILE_S)
+        for j in range(SLICES):
+            for rec in records[j::SLICES]:
+                sender.send(rec)
+            sender.producer.poll(0)
+            watch()
+            time.sleep(max(0.0, t0 + i + (j + 1) / SLICES - time.monotonic()))  # the pacing
+    assert sender.producer.flush(30) == 0, "hostile records not acknowledged"
+    took = time.monotonic() - t0
+    refused = f"{len(sender.errors)} refused {sender.errors[:3]}"
+    print(f"hostile: {len(sender.sent)} records sent in {took:.1f} s, {refused}")
+
+
+def _leading(c: PricingCluster) -> str | None:
+    """Why the groups do not all lead every partition (bounded wait), or ``None``."""
+    try:
+        c.wait_led(["p1", "p2", "relay"], timeout=LEAD_S)
+    except Exception as exc:  # the leadership view itself may fail on hostile heartbeats
+        return f"groups do not all lead every partition: {type(exc).__name__}: {exc}"[:300]
+    return None
+
+
+def test_hostile_mix_costs_no_real_price(
+    procs: ProcessGroup, bootstrap: str, tmp_path: Path
+) -> None:
+    """1,000 hostile records/s for 60 s: no exit, real prices once each, every hostile fate."""
+    c = PricingCluster(procs, bootstrap, tmp_path, partitions=PARTITIONS)
+    c.create_topics()
+    c.publisher("p1", "a")
+    c.publisher("p2", "a")
+    c.relay("r1")
+    c.relay("r2")
+    watch = Watch(c, ["p1-a", "p2-a", "relay-r1", "relay-r2"])
+    c.wait_led(["p1", "p2", "relay"])
+    feed = c.feed(instruments=INSTRUMENTS, rate=RATE_HZ, duration=HOSTILE_S + 4)
+    mix = _mix_for(c)
+    sender = Sender(c.bootstrap, c.topics)
+    start_ms = time.time_ns() // 1_000_000
+    _send(mix, sender, watch)
+    end_ms = time.time_ns() // 1_000_000
+    assert feed.wait(60) == 0, feed.log_tail()
+    led = _leading(c)
+    real = _real_quotes(c, {(s.partition, s.offset) for s in sender.sent if s.role == "quotes"})
+    assert sorted(real) == mix.real, sorted(real)
+
+    deadline = time.monotonic() + (SETTLE_S if not watch.exits else 10.0)
+    while True:  # until every fate is met, or the bound
+        watch()
+        run = _read(c, sender, real, watch, led)
+        verdicts = judge(run)
+        if not verdicts.failed or time.monotonic() > deadline:
+            break
+        time.sleep(2.0)
+
+    silences = sorted(
+        longest_silences(run.prices, real, start_ms, end_ms).items(), key=lambda kv: -kv[1]
+    )
+    print(
+        "hostile: longest silence on prices during the run, per instrument: "
+        + ", ".join(f"{k} {s:.2f} s" for k, s in silences)
+    )
+    sent = [k for k in ROLES if mix.wanted(k)]
+    classes = ["process.exits", "real.exactly_once", "prices.values", "prices.headers", *sent]
+    print("hostile: verdicts per class\n" + verdicts.report(classes))
+    assert not verdicts.failed, (
+        f"classes failed: {verdicts.failed}\n{verdicts.report(verdicts.failed)}"
+    )
