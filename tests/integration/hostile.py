@@ -28,6 +28,7 @@ With ``epoch`` set, quotes and prices carry it (the seq-epoch format); ``None`` 
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import random
 import time
@@ -38,11 +39,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from neli import role_partition
+from tests.integration.hostile_neli import neli_value, nested
 
 MAX_SEQ = 2**63 - 1
 OVERSIZED_BYTES = 600 * 1024
 FLOOD_NAME_LEN = 60  # long names: the standby's checkpoint grows fastest per instrument
-_NEST_DEPTH = 1500  # deeper than CPython's recursion limit (1,000) and orjson's (1,024)
 
 
 class Fate(enum.Enum):
@@ -112,10 +113,6 @@ class HostileRecord:
 
 def _json(obj: object) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-
-
-def _nested(depth: int) -> bytes:
-    return b"[" * depth + b"]" * depth
 
 
 @dataclass
@@ -248,7 +245,7 @@ class HostileMix:
         sym = self._real(n)
         value = b'{"instrument":"%s","seq":%s,"bid":1,"ask":2,"source_time_ns":1}' % (
             sym.encode(),
-            _nested(_NEST_DEPTH),
+            nested(),
         )
         return self._keyed("quote.deep_nesting", "quotes", sym, value)
 
@@ -265,9 +262,10 @@ class HostileMix:
         sym = self._real(n)
         return self._keyed("quote.seq_max", "quotes", sym, _json(self._quote(sym, MAX_SEQ)))
 
-    def _raw_headers(self, n: int) -> tuple[tuple[str, bytes], ...]:
+    def _raw_headers(self, seq: int = 1) -> tuple[tuple[str, bytes], ...]:
+        """The headers a publisher writes (``seq`` as in the value)."""
         return (
-            ("seq", b"1"),
+            ("seq", str(seq).encode()),
             ("group", b"forger"),
             ("member", b"m"),
             ("publish_ns", str(time.time_ns()).encode()),
@@ -287,7 +285,7 @@ class HostileMix:
 
     def _raw_publish_ns_superscript(self, n: int) -> HostileRecord:
         name = self.hostile_name("sup", n)
-        headers = (*self._raw_headers(n)[:3], ("publish_ns", "²³".encode()))
+        headers = (*self._raw_headers()[:3], ("publish_ns", "²³".encode()))
         return self._keyed(
             "raw.publish_ns_superscript", "raw", name, self._price(name, 1), headers=headers
         )
@@ -299,7 +297,7 @@ class HostileMix:
             "raw",
             self._real(n),
             bad[n % len(bad)],
-            headers=self._raw_headers(n),
+            headers=self._raw_headers(),
         )
 
     def _raw_wrong_types(self, n: int) -> HostileRecord:
@@ -309,7 +307,7 @@ class HostileMix:
         if self.epoch is not None:
             variants.append({**price, "epoch": 1.5})
         value = _json(variants[n % len(variants)])
-        return self._keyed("raw.wrong_types", "raw", sym, value, headers=self._raw_headers(n))
+        return self._keyed("raw.wrong_types", "raw", sym, value, headers=self._raw_headers())
 
     def _raw_huge_numbers(self, n: int) -> HostileRecord:
         sym = self._real(n)
@@ -324,13 +322,13 @@ class HostileMix:
             "raw",
             sym,
             variants[n % len(variants)],
-            headers=self._raw_headers(n),
+            headers=self._raw_headers(),
         )
 
     def _raw_deep_nesting(self, n: int) -> HostileRecord:
         sym = self._real(n)
-        value = b'{"instrument":"%s","seq":1,"bid":%s}' % (sym.encode(), _nested(_NEST_DEPTH))
-        return self._keyed("raw.deep_nesting", "raw", sym, value, headers=self._raw_headers(n))
+        value = b'{"instrument":"%s","seq":1,"bid":%s}' % (sym.encode(), nested())
+        return self._keyed("raw.deep_nesting", "raw", sym, value, headers=self._raw_headers())
 
     def _raw_forged_headers(self, n: int) -> HostileRecord:
         name = self.hostile_name("hdr", n)
@@ -360,65 +358,26 @@ class HostileMix:
     def _raw_seq_max(self, n: int) -> HostileRecord:
         sym = self._real(n)
         return self._keyed(
-            "raw.seq_max", "raw", sym, self._price(sym, MAX_SEQ), headers=self._raw_headers(n)
+            "raw.seq_max", "raw", sym, self._price(sym, MAX_SEQ), headers=self._raw_headers(MAX_SEQ)
         )
 
     def _raw_flood(self, n: int) -> HostileRecord:
         name = self.flood_name(n)
         return self._keyed(
-            "raw.flood", "raw", name, self._price(name, 1), headers=self._raw_headers(n)
+            "raw.flood", "raw", name, self._price(name, 1), headers=self._raw_headers()
         )
 
-    def _heartbeat(self, n: int, group: str, /, **over: object) -> dict[str, object]:
-        now = time.time()
-        hb: dict[str, object] = {
-            "v": 1,
-            "g": group,
-            "m": f"forged-{self._tag}-{n}",
-            "n": "forged",
-            "i": 1,
-            "c": n,
-            "sm": time.monotonic(),
-            "sw": now,
-            "l": [n % self.partitions],
-            "s": now,
-        }
-        hb.update(over)
-        return hb
+    def _neli_record(self, kind: str, n: int) -> HostileRecord:
+        partition, value = neli_value(kind, n, self.partitions, self.groups, self._tag)
+        return HostileRecord(kind, "neli", partition, None, value)
 
-    def _neli(self, kind: str, n: int, value: bytes) -> HostileRecord:
-        return HostileRecord(kind, "neli", n % self.partitions, None, value)
-
-    def _group(self, n: int) -> str:
-        names = sorted(self.groups)
-        return self.groups[names[n % len(names)]]
-
-    def _neli_invalid_json(self, n: int) -> HostileRecord:
-        bad = [b"{not json", b"\xff\xfe", b"[]", b"null", b'{"v":1}', b'{"v":1,"g":"x","m":[]}']
-        return self._neli("neli.invalid_json", n, bad[n % len(bad)])
-
-    def _neli_huge_numbers(self, n: int) -> HostileRecord:
-        hb = _json(self._heartbeat(n, self._group(n), i=0)).replace(b'"i":0', b'"i":1e400')
-        variants = [
-            hb,
-            hb.replace(b'"i":1e400', b'"i":1,"l":[1e400]'),
-            hb.replace(b'"i":1e400', b'"i":1,"c":-1e400'),
-            hb.replace(b'"i":1e400', b'"i":%d' % 10**400),
-        ]
-        return self._neli("neli.huge_numbers", n, variants[n % len(variants)])
-
-    def _neli_deep_nesting(self, n: int) -> HostileRecord:
-        value = b'{"v":1,"g":"%s","x":%s}' % (self._group(n).encode(), _nested(_NEST_DEPTH))
-        return self._neli("neli.deep_nesting", n, value)
-
-    def _neli_future_timestamps(self, n: int) -> HostileRecord:
-        far = time.time() + 10 * 365 * 86400
-        hb = self._heartbeat(n, self._group(n), sw=far, s=far, sm=far)
-        return self._neli("neli.future_timestamps", n, _json(hb))
-
-    def _neli_forged_relay_heartbeat(self, n: int) -> HostileRecord:
-        hb = self._heartbeat(n, self.groups["relay"], s=time.time() + 3600)
-        return self._neli("neli.forged_relay_heartbeat", n, _json(hb))
+    _neli_invalid_json = functools.partialmethod(_neli_record, "neli.invalid_json")
+    _neli_huge_numbers = functools.partialmethod(_neli_record, "neli.huge_numbers")
+    _neli_deep_nesting = functools.partialmethod(_neli_record, "neli.deep_nesting")
+    _neli_future_timestamps = functools.partialmethod(_neli_record, "neli.future_timestamps")
+    _neli_forged_relay_heartbeat = functools.partialmethod(
+        _neli_record, "neli.forged_relay_heartbeat"
+    )
 
     # -- the schedule ------------------------------------------------------------------------
 

@@ -242,6 +242,31 @@ def seq_max_on(prices: list[Rec]) -> set[str]:
     return out
 
 
+def genuine_leaders(neli: list[Rec], groups: dict[str, str], since_ms: int) -> dict[str, set[int]]:
+    """Per group label, the partitions its genuine members say they lead (heartbeats' ``l``).
+
+    Only heartbeats written at or after ``since_ms`` count, and none of a ``forged-`` member.
+    Decoded here, defensively, not with the code under test.
+    """
+    labels = {gid: label for label, gid in groups.items()}
+    out: dict[str, set[int]] = {label: set() for label in groups}
+    for r in neli:
+        if r.timestamp_ms < since_ms:
+            continue
+        try:
+            hb = orjson.loads(r.value or b"")
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(hb, dict):
+            continue
+        group, member, led = hb.get("g"), hb.get("m"), hb.get("l")
+        if group not in labels or not isinstance(member, str) or member.startswith("forged-"):
+            continue
+        if isinstance(led, list):
+            out[labels[group]].update(p for p in led if isinstance(p, int))
+    return out
+
+
 @dataclass(frozen=True)
 class Run:
     """What a run left behind, read back from outside.
