@@ -1,9 +1,10 @@
 """Issue 45's goal, judged from outside: a hostile mix at 1,000 records/s beside real traffic.
 
 Processes: P1 and P2 (one publisher each), two relays, two subscribers (relay path and direct
-A/B), the synthetic feed (8 instruments at 20 Hz), on fresh topics of the session broker. For :data:`HOSTILE_S` seconds a producer in the
-test writes every class of :mod:`tests.integration.hostile` to ``md.quotes``, ``prices.raw`` and
-the NELI topic. Then fresh ``read_committed`` consumers judge, per class:
+A/B), the synthetic feed (8 instruments at 20 Hz), on fresh topics of the session broker. For
+:data:`HOSTILE_S` seconds a producer in the test writes every class of
+:mod:`tests.integration.hostile` to ``md.quotes``, ``prices.raw`` and the NELI topic. Then
+fresh ``read_committed`` consumers judge, per class:
 
 * no process exited (and, where its log says why, the class that made it exit fails too);
 * every real quote's price (real: what the feed wrote to ``md.quotes``, read back) is on
