@@ -276,7 +276,8 @@ class Run:
         real: per real instrument, the (epoch, seq) of each quote the feed wrote, in order.
         prices: ``prices``; dlq: ``md.quotes.dlq``; raw_dlq: ``prices.raw.dlq``.
         groups: the publishing groups' names, as their dead letters' ``group`` header says.
-        exits: process name -> how it exited (with ``causes k1,k2`` naming classes).
+        exits: process name -> how it exited, or which of its workers failed (with
+            ``causes k1,k2`` naming classes).
         led: why the groups do not all lead every partition afterwards, or ``None``.
     """
 
@@ -303,7 +304,10 @@ def judge(run: Run) -> Verdicts:
 
 def _judge_liveness(run: Run, kinds: set[str], v: Verdicts) -> None:
     for name, why in run.exits.items():
-        v.fail("process.exits", f"{name} {why}")
+        v.fail(
+            "process.exits" if why.startswith("exited") else "process.worker_failures",
+            f"{name} {why}",
+        )
         for kind in why.rpartition("causes ")[2].split(","):
             if kind in kinds:
                 v.fail(kind, f"made {name} exit")

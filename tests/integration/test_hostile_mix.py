@@ -111,29 +111,45 @@ class Sender:
                 return
 
 
+#: A background job of a process that failed while the process lives on (it prices no more).
+WORKER_FAILED = re.compile(r"ERROR \S+ (\S+) failed$", re.MULTILINE)
+
+
 class Watch:
-    """Notes every role process that exits during the run, when, and which class its log names."""
+    """Notes every role process that exits, or whose worker fails, and which class its log names.
+
+    ``exits`` maps a process name to ``exited <code> at +<s> s, causes k1,k2`` or
+    ``worker <name> failed at +<s> s, causes ...`` (see :func:`hostile_judge.judge`).
+    """
 
     def __init__(self, c: PricingCluster, names: list[str]) -> None:
         """Watch ``names`` of ``c.members``."""
         self.c, self.names, self.t0 = c, names, time.monotonic()
         self.exits: dict[str, str] = {}
 
-    def __call__(self) -> None:
-        """Look once."""
+    def __call__(self, *, logs: bool = True) -> None:
+        """Look once (``logs``: read the logs too, for failed workers)."""
         for name in self.names:
             proc = self.c.members[name]
-            if name not in self.exits and not proc.alive():
-                when = time.monotonic() - self.t0
-                causes = ",".join(_exit_causes(proc))
+            if name in self.exits:
+                continue
+            when = time.monotonic() - self.t0
+            if not proc.alive():
+                causes = ",".join(_causes(_log(proc)))
                 self.exits[name] = (
                     f"exited {proc.popen.returncode} at +{when:.0f} s, causes {causes}"
                 )
+            elif logs and (failed := WORKER_FAILED.search(text := _log(proc))):
+                causes = ",".join(_causes(text))
+                self.exits[name] = f"worker {failed[1]} failed at +{when:.0f} s, causes {causes}"
 
 
-def _exit_causes(proc: Proc) -> list[str]:
-    text = proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
-    return [kind for kind, pattern in EXIT_CAUSES.items() if re.search(pattern, text)]
+def _log(proc: Proc) -> str:
+    return proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
+
+
+def _causes(log: str) -> list[str]:
+    return [kind for kind, pattern in EXIT_CAUSES.items() if re.search(pattern, log)]
 
 
 Real = dict[str, list[tuple[int, int]]]
@@ -190,7 +206,7 @@ def _send(mix: HostileMix, sender: Sender, watch: Watch) -> None:
             for rec in records[j::SLICES]:
                 sender.send(rec)
             sender.producer.poll(0)
-            watch()
+            watch(logs=j == 0)
             time.sleep(max(0.0, t0 + i + (j + 1) / SLICES - time.monotonic()))  # the pacing
     assert sender.producer.flush(30) == 0, "hostile records not acknowledged"
     took = time.monotonic() - t0
@@ -260,7 +276,14 @@ def test_hostile_mix_costs_no_real_price(
         + ", ".join(f"{k} {s:.2f} s" for k, s in silences)
     )
     sent = [k for k in ROLES if mix.wanted(k)]
-    classes = ["process.exits", "real.exactly_once", "prices.values", "prices.headers", *sent]
+    classes = [
+        "process.exits",
+        "process.worker_failures",
+        "real.exactly_once",
+        "prices.values",
+        "prices.headers",
+        *sent,
+    ]
     print("hostile: verdicts per class\n" + verdicts.report(classes))
     assert not verdicts.failed, (
         f"classes failed: {verdicts.failed}\n{verdicts.report(verdicts.failed)}"
