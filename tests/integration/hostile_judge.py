@@ -310,7 +310,7 @@ def _judge_liveness(run: Run, kinds: set[str], v: Verdicts) -> None:
         )
         for kind in why.rpartition("causes ")[2].split(","):
             if kind in kinds:
-                v.fail(kind, f"made {name} exit")
+                v.fail(kind, f"made {name} fail")
     if run.led is not None:
         for kind in sorted(kinds):
             if FATES[kind] is Fate.REJECTED:
