@@ -64,13 +64,17 @@ LEAD_S = 20.0  # bound on waiting, after the run, for every group to lead every 
 SLICES = 10  # each second's records go out in this many slices
 
 #: What a process's log says when a class made it exit (for the report and the class verdict).
-EXIT_CAUSES = {
-    "neli.huge_numbers": r"OverflowError",
-    "neli.deep_nesting": r"RecursionError",
-    "quote.oversized": r"MSG_SIZE_TOO_LARGE|Message size too large",
-    "raw.publish_ns_superscript": r"invalid literal for int\(\).*'²",
-    "raw.non_utf8_header": r"UnicodeDecodeError",
-}
+#: (class, process-name prefix, pattern). A relay's record too large is its standby
+#: checkpoint, grown by the name flood; a publisher's is the dead letter of an oversized quote.
+EXIT_CAUSES = [
+    ("neli.huge_numbers", "", r"OverflowError"),
+    ("neli.deep_nesting", "", r"RecursionError"),
+    ("quote.oversized", "p", r"MSG_SIZE_TOO_LARGE"),
+    ("quote.flood", "relay", r"MSG_SIZE_TOO_LARGE"),
+    ("raw.flood", "relay", r"MSG_SIZE_TOO_LARGE"),
+    ("raw.publish_ns_superscript", "", r"invalid literal for int\(\).*'²"),
+    ("raw.non_utf8_header", "", r"UnicodeDecodeError"),
+]
 
 
 class Sender:
@@ -135,12 +139,12 @@ class Watch:
                 continue
             when = time.monotonic() - self.t0
             if not proc.alive():
-                causes = ",".join(_causes(_log(proc)))
+                causes = ",".join(_causes(name, _log(proc)))
                 self.exits[name] = (
                     f"exited {proc.popen.returncode} at +{when:.0f} s, causes {causes}"
                 )
             elif logs and (failed := WORKER_FAILED.search(text := _log(proc))):
-                causes = ",".join(_causes(text))
+                causes = ",".join(_causes(name, text))
                 self.exits[name] = f"worker {failed[1]} failed at +{when:.0f} s, causes {causes}"
 
 
@@ -148,8 +152,10 @@ def _log(proc: Proc) -> str:
     return proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
 
 
-def _causes(log: str) -> list[str]:
-    return [kind for kind, pattern in EXIT_CAUSES.items() if re.search(pattern, log)]
+def _causes(name: str, log: str) -> list[str]:
+    return [
+        k for k, who, pattern in EXIT_CAUSES if name.startswith(who) and re.search(pattern, log)
+    ]
 
 
 Real = dict[str, list[tuple[int, int]]]
