@@ -359,7 +359,11 @@ def _judge_real(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) ->
 
 def _judge_fates(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) -> None:
     dlqs = {"quotes": by_source(run.dlq), "raw": by_source(run.raw_dlq)}
-    held_max = {k[0] for r in run.raw_dlq if (k := order_key(r.value)) and k[1][1] == MAX_SEQ}
+    # A quote's price may be dead-lettered downstream, by the relay (an instrument limit, a seq
+    # jump): found there by the instrument and seq in its value, not by a source offset.
+    relay_dead = {k for r in run.raw_dlq if (k := order_key(r.value)) is not None}
+    held_max = {name for name, (_, seq) in relay_dead if seq == MAX_SEQ}
+    relay_dead_names = {name for name, _ in relay_dead}
     for s in run.sent:
         fate = FATES[s.kind]
         if fate is Fate.REJECTED:
@@ -383,5 +387,5 @@ def _judge_fates(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) -
         on = len(per.get(s.instrument or "", []))
         if on > 1:
             v.fail(s.kind, f"{s.instrument} on prices {on} times")
-        elif on == 0 and not letters:
+        elif on == 0 and not letters and s.instrument not in relay_dead_names:
             v.fail(s.kind, f"{where} neither on prices nor dead-lettered")
