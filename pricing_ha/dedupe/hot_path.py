@@ -39,8 +39,8 @@ from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.relayed import relayed_headers
 from pricing_ha.dedupe.restart import Restarts
-from pricing_ha.kafka.headers import header_list
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
 
@@ -147,7 +147,9 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+                instrument, seq, source, source_ns, publish_ns, value = parse_raw_record(
+                    msg, raw_headers
+                )
             except InvalidPriceError as exc:
                 out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
@@ -155,8 +157,8 @@ class HotPath:
             item = RawPrice(
                 offset,
                 as_bytes(msg.key()),
-                as_bytes(msg.value()),
-                header_list(raw_headers),
+                value,
+                relayed_headers(raw_headers, seq),
                 source_ns,
                 publish_ns,
             )

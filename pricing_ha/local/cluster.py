@@ -75,7 +75,7 @@ def read_topic(
                 if todo and (msg.offset() or 0) + 1 >= todo.get(msg.partition() or 0, 0):
                     todo.pop(msg.partition() or 0, None)
                 key, value = msg.key(), msg.value()
-                if key is None and is_control(msg.headers()):
+                if is_control(key, msg.headers()):
                     continue  # a relay's takeover marker on prices, not a price
                 headers = header_dict(msg.headers())
                 out.append(

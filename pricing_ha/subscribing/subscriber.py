@@ -338,7 +338,7 @@ class Subscriber:
             log.warning("consumer error on %s: %s", self.topic, err)
             return
         key = msg.key()
-        if key is None and is_control(msg.headers()):
+        if is_control(key, msg.headers()):
             return  # a relay's takeover marker, not a price
         if self._keys is not None and key not in self._keys:
             return
