@@ -49,6 +49,7 @@ from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.telemetry import SubscriberTelemetry
 from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["ConsumerLike", "Delivery", "Subscriber"]
 
@@ -210,6 +211,8 @@ class Subscriber:
         # The relay's output is in order already: a 0 s window delivers a jump at once.
         window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
         self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
+        # A broken or hostile topic can repeat one problem per record: one line per interval.
+        self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
         self.stats = SubscriberStats(
             direct=direct,
             topic=self.topic,
@@ -346,11 +349,17 @@ class Subscriber:
             price = decode_price(msg.value())
         except InvalidPriceError as exc:
             self.stats.invalid += 1
-            log.warning("undecodable price at %s/%s: %s", msg.partition(), msg.offset(), exc)
+            self._warnings.warn(
+                "undecodable",
+                "undecodable price at %s/%s: %s",
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
             return
         if key is not None and key != price.instrument.encode():
             self.stats.invalid += 1
-            log.warning("price of %s under key %r", price.instrument, key)
+            self._warnings.warn("wrong key", "price of %s under key %r", price.instrument, key)
             return
         source, publish_ns, traceparent = _headers(msg)
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
@@ -382,7 +391,9 @@ class Subscriber:
         for e in emissions:
             c = e.item
             if e.gap_before:
-                log.warning("%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq)
+                self._warnings.warn(
+                    "gap", "%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq
+                )
             if e.switched_from is not None:
                 log.info("%s: publisher switch %s -> %s", e.instrument, e.switched_from, e.source)
             delivery = Delivery(
