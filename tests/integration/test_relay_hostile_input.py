@@ -29,6 +29,7 @@ def _produce_raw(
     instrument: str,
     seq: int,
     headers: list[tuple[str, Any]],
+    *,
     value: bytes | None = None,
 ) -> None:
     key = instrument.encode()
@@ -64,7 +65,7 @@ def test_forged_headers_never_reach_prices_nor_poison_a_successors_marks(
         ("group", b"p1"),
         ("member", b"forger"),
     ]
-    _produce_raw(cluster, producer, "EURUSD", 1, forged, value)
+    _produce_raw(cluster, producer, "EURUSD", 1, forged, value=value)
     _produce_raw(cluster, producer, "USDJPY", 1, [(CONTROL_HEADER, b"takeover"), ("seq", b"9")])
     assert producer.flush(10) == 0
 
@@ -83,7 +84,7 @@ def test_forged_headers_never_reach_prices_nor_poison_a_successors_marks(
 
     # A planned hand-over: r2's marks come from its standby tail of prices.
     r2 = cluster.relay("r2")
-    wait_for(lambda: r2.alive(), 10, "r2 to start")
+    wait_for(r2.alive, 10, "r2 to start")
     r1.terminate()
     assert r1.wait(60) == 0, "SIGTERM must end the relay cleanly"
     cluster.wait_led(["relay"])
@@ -139,7 +140,8 @@ def test_a_flood_of_new_instruments_leaves_the_relay_alive_bounded_and_relaying(
     def delivered() -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for r in cluster.read("prices", idle_s=0.5):
-            assert r.key is not None and r.value is not None
+            assert r.key is not None
+            assert r.value is not None
             out.setdefault(r.key.decode(), []).append(decode_price(r.value).seq)
         return out
 
