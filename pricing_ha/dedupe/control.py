@@ -52,7 +52,7 @@ import orjson
 from confluent_kafka import Message
 
 from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list, is_control
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.publishing.quotes import MAX_SEQ
 
 __all__ = [
     "CHECKPOINT",
@@ -254,13 +254,21 @@ def seq_of(msg: Message) -> tuple[str, int] | None:
     """Instrument and seq of a price on ``prices``, from its value (never from a header: the
     value is what subscribers read and what the relay arbitrated on).
 
-    The instrument is interned, as the relay's arbiter interns it (``records``): the view's
-    mark and the arbiter's line then share one string per instrument, not one copy each.
+    The relay wrote that value canonically after validating it, so only the two fields read
+    here are checked (a fraction of :func:`~pricing_ha.publishing.pricing.decode_price`'s
+    cost: the tail reads every partition). The instrument is interned, as the relay's arbiter
+    interns it (``records``): the view's mark and the arbiter's line then share one string
+    per instrument, not one copy each.
     """
     if not isinstance(msg.key(), bytes):
         return None
     try:
-        price = decode_price(msg.value() or b"")
-    except InvalidPriceError:
+        doc = orjson.loads(msg.value() or b"")
+    except orjson.JSONDecodeError:
         return None
-    return sys.intern(price.instrument), price.seq
+    if not isinstance(doc, dict):
+        return None
+    instrument, seq = doc.get("instrument"), doc.get("seq")
+    if type(instrument) is not str or type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        return None
+    return sys.intern(instrument), seq

@@ -46,11 +46,8 @@ RELAYED_HEADERS = ("seq", "group", "member", "publish_ns", "traceparent", "relay
 MAX_IDENTITY_BYTES = 64
 
 _TRACEPARENT = re.compile(rb"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_COPIED = frozenset(("group", "member", "publish_ns", "traceparent"))
-
-
-def _raw_bytes(value: HeaderValue) -> bytes:
-    return value.encode() if isinstance(value, str) else (value or b"")
+_IDENTITY = frozenset(("group", "member"))
+_COPIED = _IDENTITY | {"publish_ns", "traceparent"}
 
 
 def relayed_headers(raw_headers: Headers, seq: int) -> list[tuple[str, HeaderValue]]:
@@ -65,19 +62,17 @@ def relayed_headers(raw_headers: Headers, seq: int) -> list[tuple[str, HeaderVal
         ``traceparent`` if well-formed (the last of a repeated header wins, as for
         :func:`~pricing_ha.kafka.headers.header_dict`).
     """
-    kept: dict[str, bytes] = {}
+    kept: dict[str, HeaderValue] = {}
     if raw_headers:
         for name, value in header_pairs(raw_headers):
             if name not in _COPIED:
                 continue
-            data = _raw_bytes(value)
-            if name == "publish_ns":
-                ok = 0 < len(data) <= 19 and data.isdigit()
-            elif name == "traceparent":
-                ok = _TRACEPARENT.fullmatch(data) is not None
-            else:
-                ok = len(data) <= MAX_IDENTITY_BYTES
-            if ok:
+            data = value.encode() if isinstance(value, str) else value
+            if data is not None and (
+                (name == "publish_ns" and 0 < len(data) <= 19 and data.isdigit())
+                or (name == "traceparent" and _TRACEPARENT.fullmatch(data) is not None)
+                or (name in _IDENTITY and len(data) <= MAX_IDENTITY_BYTES)
+            ):
                 kept[name] = data
             else:
                 kept.pop(name, None)
