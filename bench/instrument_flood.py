@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -65,6 +66,26 @@ def _rss_mib() -> float:
 def _retained_mib() -> float:
     gc.collect()
     return tracemalloc.get_traced_memory()[0] / 2**20
+
+
+def _measured(flood: Callable[[], None]) -> dict[str, float]:
+    """Run ``flood``; the memory it left allocated, the RSS around it, and its time."""
+    before = _rss_mib()
+    tracemalloc.start()
+    base = _retained_mib()
+    t0 = time.perf_counter()
+    flood()
+    elapsed = time.perf_counter() - t0
+    retained = _retained_mib() - base
+    tracemalloc.stop()
+    after = _rss_mib()
+    return {
+        "retained_mib": round(retained, 1),
+        "rss_before_mib": round(before, 1),
+        "rss_after_mib": round(after, 1),
+        "rss_growth_mib": round(after - before, 1),
+        "seconds": round(elapsed, 2),
+    }
 
 
 def _raw(i: int) -> Message:
@@ -137,28 +158,19 @@ def _relay(limit: int) -> dict[str, Any]:
     for p in range(PARTITIONS):
         hot.take_up(p, {})
     hot.process([_raw(i) for i in range(BATCH)])  # warm up: first allocations of every kind
-    before = _rss_mib()
-    tracemalloc.start()
-    base = _retained_mib()
-    t0 = time.perf_counter()
-    for start in range(BATCH, NAMES, BATCH):
-        hot.process([_raw(i) for i in range(start, start + BATCH)])
-    elapsed = time.perf_counter() - t0
-    retained = _retained_mib() - base
-    tracemalloc.stop()
-    after = _rss_mib()
-    checkpoint = max(len(v.encode()) for v in views)
+
+    def flood() -> None:
+        for start in range(BATCH, NAMES, BATCH):
+            hot.process([_raw(i) for i in range(start, start + BATCH)])
+
+    measured = _measured(flood)
     return {
         "limit_per_partition": limit,
-        "retained_mib": round(retained, 1),
-        "rss_before_mib": round(before, 1),
-        "rss_after_mib": round(after, 1),
-        "rss_growth_mib": round(after - before, 1),
+        **measured,
         "arbiter_instruments": sum(a.instrument_count() for a in hot.arbiters.values()),
         "standby_marks": sum(len(v.high) for v in views),
-        "largest_checkpoint_bytes": checkpoint,
+        "largest_checkpoint_bytes": max(len(v.encode()) for v in views),
         "dead_lettered": sink.dead,
-        "seconds": round(elapsed, 2),
     }
 
 
@@ -166,30 +178,22 @@ def _publisher(limit: int | None) -> dict[str, Any]:
     metrics = PricingMetrics(Telemetry.noop("b").meter_provider.get_meter("b"))
     tally = PriceTally(metrics, metrics.prices_published, stage="publish")
     guards = [SequenceGuard(limit) for _ in range(PARTITIONS)]
-    before = _rss_mib()
-    tracemalloc.start()
-    base = _retained_mib()
-    t0 = time.perf_counter()
-    for i in range(NAMES):
-        name = f"FLOOD{i:06d}"
-        p = role_partition(name.encode(), PARTITIONS)
-        guards[p].check(name, 1)
-        tally.add(p, name, 0.001, None)
-        if i % BATCH == 0:
-            tally.flush()
-    tally.flush()
-    elapsed = time.perf_counter() - t0
-    retained = _retained_mib() - base
-    tracemalloc.stop()
-    after = _rss_mib()
+
+    def flood() -> None:
+        for i in range(NAMES):
+            name = f"FLOOD{i:06d}"
+            p = role_partition(name.encode(), PARTITIONS)
+            guards[p].check(name, 1)
+            tally.add(p, name, 0.001, None)
+            if i % BATCH == 0:
+                tally.flush()
+        tally.flush()
+
+    measured = _measured(flood)
     return {
         "limit_per_partition": limit,
-        "retained_mib": round(retained, 1),
-        "rss_before_mib": round(before, 1),
-        "rss_after_mib": round(after, 1),
-        "rss_growth_mib": round(after - before, 1),
+        **measured,
         "guard_instruments": sum(len(g) for g in guards),
-        "seconds": round(elapsed, 2),
     }
 
 
