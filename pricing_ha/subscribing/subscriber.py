@@ -213,6 +213,9 @@ class Subscriber:
         self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
         # A broken or hostile topic can repeat one problem per record: one line per interval.
         self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
+        # As many instruments as the relay admits over every partition (``[limits]``): a flood
+        # of new names on prices.raw (direct mode) cannot grow the arbiter without limit.
+        self._max_instruments = cfg.topics.partitions * cfg.limits.max_instruments_per_partition
         self.stats = SubscriberStats(
             direct=direct,
             topic=self.topic,
@@ -361,6 +364,18 @@ class Subscriber:
             self.stats.invalid += 1
             self._warnings.warn("wrong key", "price of %s under key %r", price.instrument, key)
             return
+        arbiter = self.arbiter
+        if (
+            not arbiter.knows(price.instrument)
+            and arbiter.instrument_count() >= self._max_instruments
+        ):
+            self.stats.invalid += 1
+            self._warnings.warn(
+                "instrument limit",
+                "price of a new instrument refused: %d instruments already (limits)",
+                self._max_instruments,
+            )
+            return
         source, publish_ns, traceparent = _headers(msg)
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
         span = self._telemetry.start_process(
@@ -371,7 +386,6 @@ class Subscriber:
             seq=price.seq,
             source=source,
         )
-        arbiter = self.arbiter
         dropped = arbiter.duplicates
         emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
         if arbiter.duplicates != dropped:

@@ -15,8 +15,10 @@ from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.errors import ConfigError
 from pricing_ha.publishing.quotes import SequenceGuard
+from pricing_ha.subscribing.subscriber import Subscriber
 from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 from tests.unit.producer_fakes import Clock
+from tests.unit.test_subscriber import FakeConsumer, raw
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -118,3 +120,19 @@ def test_warnings_of_a_kind_are_rate_limited_and_counted(caplog: pytest.LogCaptu
         "other",
         "refused Z (and 1000 more like it since the last such warning)",
     ]
+
+
+async def test_a_direct_subscriber_refuses_new_instruments_past_the_limit() -> None:
+    """A flood of names on prices.raw fills the direct subscriber's arbiter only up to
+    partitions x the per-partition limit; known instruments keep being delivered."""
+    cfg = AppConfig(limits=LimitsConfig(max_instruments_per_partition=5))
+    fake = FakeConsumer(cfg.topics.raw, partitions=cfg.topics.partitions)
+    sub = Subscriber(cfg, direct=True, consumer_factory=lambda _c: fake)
+    await sub.start()
+    fake.batches = [[raw("EURUSD", 1), *(raw(f"F{i}", 1) for i in range(100)), raw("EURUSD", 2)]]
+    got = await sub.poll(0.1)
+    limit = cfg.topics.partitions * 5
+    assert sub.arbiter.instrument_count() == limit
+    assert sub.stats.invalid == 100 - (limit - 1)
+    assert [d.seq for d in got if d.instrument == "EURUSD"] == [1, 2]
+    await sub.close()
