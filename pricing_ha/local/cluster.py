@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -39,6 +40,24 @@ class Record:
     value: bytes | None
     headers: dict[str, str]
     timestamp_ms: int
+
+    @property
+    def seq(self) -> int | None:
+        """The seq of a price record, read from its value (never from a header: a publisher
+        chooses its headers), or ``None`` if the record is not a keyed price."""
+        return value_seq(self.key, self.value)
+
+
+def value_seq(key: bytes | str | None, value: bytes | None) -> int | None:
+    """The seq in a price record's value (``None``: no key, or not a price's value)."""
+    if key is None or not value:
+        return None
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    seq = doc.get("seq") if isinstance(doc, dict) else None
+    return seq if type(seq) is int and seq >= 1 else None
 
 
 def read_topic(
@@ -256,8 +275,9 @@ def by_group(records: list[Record], group: str) -> dict[tuple[str, int], list[Re
     """Records of one publishing group, keyed by (instrument, seq)."""
     out: dict[tuple[str, int], list[Record]] = {}
     for r in records:
-        if r.headers.get("group") == group and r.key is not None:
-            out.setdefault((r.key.decode(), int(r.headers["seq"])), []).append(r)
+        seq = r.seq
+        if r.headers.get("group") == group and r.key is not None and seq is not None:
+            out.setdefault((r.key.decode(), seq), []).append(r)
     return out
 
 
