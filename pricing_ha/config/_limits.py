@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pricing_ha.config._sections import BrokerConfig, check, check_ms
+from pricing_ha.errors import ConfigError
 
 __all__ = [
     "CHECKPOINT_BYTES_PER_INSTRUMENT",
@@ -73,10 +74,10 @@ def message_max_bytes(broker: BrokerConfig) -> int:
     """The producers' ``message.max.bytes`` (``[broker.librdkafka]``, else librdkafka's
     default); a record larger than this fails to produce."""
     text = broker.librdkafka.get("message.max.bytes", str(DEFAULT_MESSAGE_MAX_BYTES))
-    check(
-        text.isdigit() and int(text) >= 1000,
-        broker,
-        "librdkafka.message.max.bytes",
-        f"must be an integer of at least 1000, got {text!r}",
-    )
+    if not (text.isdigit() and int(text) >= 1000):
+        raise ConfigError(
+            "AppConfig",
+            "broker.librdkafka.message.max.bytes",
+            f"must be an integer of at least 1000, got {text!r}",
+        )
     return int(text)

@@ -55,6 +55,10 @@ def test_a_limit_whose_checkpoints_cannot_fit_a_record_is_refused(tmp_path: Path
         '[broker.librdkafka]\n"message.max.bytes" = "3000000"\n',
     )
     assert load_config(raised, {}).limits.max_instruments_per_partition == 20000
+    odd = _write(tmp_path, '[broker.librdkafka]\n"message.max.bytes" = "lots"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(odd, {})
+    assert (info.value.source, info.value.key) == (str(odd), "broker.librdkafka.message.max.bytes")
 
 
 def test_per_instrument_metrics_are_opt_in(tmp_path: Path) -> None:
