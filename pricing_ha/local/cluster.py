@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.kafka.headers import header_dict, is_control
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.seqs import value_seq
 
 #: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
 SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
@@ -46,18 +46,6 @@ class Record:
         """The seq of a price record, read from its value (never from a header: a publisher
         chooses its headers), or ``None`` if the record is not a keyed price."""
         return value_seq(self.key, self.value)
-
-
-def value_seq(key: bytes | str | None, value: bytes | None) -> int | None:
-    """The seq in a price record's value (``None``: no key, or not a price's value)."""
-    if key is None or not value:
-        return None
-    try:
-        doc = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
-    seq = doc.get("seq") if isinstance(doc, dict) else None
-    return seq if type(seq) is int and seq >= 1 else None
 
 
 def read_topic(

@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
-from pricing_ha.local.cluster import value_seq
+from pricing_ha.local.seqs import value_seq
 
 
 @dataclass
