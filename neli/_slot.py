@@ -30,6 +30,7 @@ class Slot:
     hand_over_after: float | None = None  # hold ended by a new assignment at this mono time
     since_wall: float | None = None  # wall time of the assignment (fast: sent as ``since``)
     superseded: str | None = None  # fast, exclusive: the member whose later term was seen
+    superseded_mono: float | None = None  # ... and when that heartbeat was read
     prior_wall: float | None = None  # fast: send time of the latest other member's heartbeat
     prior_named: bool = False  # ... read before our own returned, and whether it named us
 

@@ -25,7 +25,7 @@ When can leadership no longer be trusted?
   Each heartbeat carries ``since``, the wall time its sender was assigned the partition it is
   written to. A member that reads, on a partition it holds, a heartbeat of another member of
   its group whose term there began later (``since`` greater than its own) has been replaced:
-  it stops leading that partition for good (the successor's heartbeat precedes any of its own
+  it stops leading that partition at once (the successor's heartbeat precedes any of its own
   later ones on the log, so those can no longer keep it leading). The successor, in turn, may
   lead before its grace period is over once (1) its own heartbeat of the new term has come
   back, so it has read the partition up to that heartbeat, and (2) the latest heartbeat of
@@ -44,6 +44,16 @@ When can leadership no longer be trusted?
   rebalance old when the successor is assigned, so the grace period ends as soon as its own
   heartbeat returns. This assumes every member of the group runs a version that stops on a
   later term.
+* **Fast NELI, exclusive: a take-over the group disproves ends.** Heartbeats are not
+  authenticated, so a take-over may be forged (any writer of the topic can name a member of
+  the group that does not exist). A true one means the coordinator ended this member's session
+  before the successor's term began, so before the heartbeat was read; this member's client
+  ends the session on its own side at most about S after its last successful group heartbeat
+  and delivers the loss (REVOKED) at its next poll. A partition still held at a poll begun
+  ``2 S + 1 s`` after the take-over was read was therefore never taken over: the member leads
+  it again on its own heartbeats. A single forged heartbeat costs a partition at most that long;
+  a member whose poll thread is blocked (a long barrier, a pause) does not resume, since no
+  poll completes. Future term starts are refused on reading (``NeliConfig.max_future_ms``).
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, through a broker or coordinator
   stall or a session loss; when that ends: :mod:`neli._isolation`.
@@ -101,6 +111,8 @@ class LeadershipTracker:
         self._isolation = Isolation(
             config.keep_leading_when_isolated and not self._exclusive, self._t, self._claims
         )
+        #: A take-over the member is still assigned this long after reading it is disproved.
+        self.disprove_after_s = 2 * config.session_timeout_ms / 1000 + 1.0
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -206,7 +218,7 @@ class LeadershipTracker:
 
     def observe(
         self, partition: int, hb: Heartbeat, publish_wall: float | None, now_mono: float
-    ) -> None:
+    ) -> str | None:
         """Record a heartbeat consumed from ``partition``.
 
         Args:
@@ -214,21 +226,28 @@ class LeadershipTracker:
             hb: the decoded heartbeat.
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
+
+        Returns:
+            ``None`` if the heartbeat was taken into account, else why it was refused: a
+            heartbeat in this member's name sent "later" by its own monotonic clock than now
+            was not sent by this member (it would keep a lost partition fresh).
         """
+        if hb.member_id == self._member_id and hb.sent_mono > now_mono:
+            return "own from the future"
         self._isolation.heard(now_mono)
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
             # Other groups share the topic; their leaders are not our predecessors.
             self._claims.observe(hb, now_mono)
         slot = self._slots.get(partition)
         if slot is None:
-            return
+            return None
         if self._fast:
             if hb.member_id != self._member_id:
                 if self._exclusive and hb.group == self._config.group_id:
-                    self._observe_other(partition, slot, hb, publish_wall)
-                return
+                    self._observe_other(partition, slot, hb, publish_wall, now_mono)
+                return None
             if hb.incarnation != slot.incarnation:
-                return  # only our own heartbeats of this term prove we still own the partition
+                return None  # only our own heartbeats of this term prove we still own it
             value = hb.sent_mono
         elif self._exclusive:
             value = publish_wall if publish_wall is not None else hb.sent_wall
@@ -236,17 +255,37 @@ class LeadershipTracker:
             value = now_mono
         if slot.fresh is None or value > slot.fresh:
             slot.fresh = value
+        return None
+
+    def polled(self, started_mono: float) -> list[tuple[int, str]]:
+        """The poll thread finished a poll that began at ``started_mono``: every rebalance
+        callback librdkafka had queued by then has run.
+
+        Ends each take-over (fast, exclusive) that the group has disproved: read at least
+        :attr:`disprove_after_s` before that poll began, on a partition this member still
+        holds (see the module docstring). Returns them as ``(partition, claimant)``.
+        """
+        out: list[tuple[int, str]] = []
+        for p, slot in self._slots.items():
+            if (
+                slot.superseded is not None
+                and slot.superseded_mono is not None
+                and started_mono - slot.superseded_mono >= self.disprove_after_s
+            ):
+                out.append((p, slot.superseded))
+                slot.superseded = slot.superseded_mono = None
+        return out
 
     @staticmethod
     def _observe_other(
-        partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None
+        partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None, now_mono: float
     ) -> None:
         """Fast, exclusive: another member's heartbeat on a partition this member holds."""
         if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
             # Its term here began after ours: the partition was taken from us (we are the
             # zombie). For good: our own later heartbeats land after this one.
             if slot.superseded is None:
-                slot.superseded = hb.member_id
+                slot.superseded, slot.superseded_mono = hb.member_id, now_mono
             return
         if slot.fresh is None:
             # Read before our own heartbeat returned: the previous holder's, the evidence for
