@@ -180,7 +180,9 @@ class Poller:
         ts_type, ts_ms = msg.timestamp()
         publish = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000.0
         try:
-            hb = Heartbeat.decode(msg.value(), not_after_wall=not_after, partitions=self._partitions)
+            hb = Heartbeat.decode(
+                msg.value(), not_after_wall=not_after, partitions=self._partitions
+            )
             if publish is not None and publish > not_after:
                 raise HeartbeatDecodeError("future timestamp", f"{publish} is after {not_after}")
         except HeartbeatDecodeError as exc:
@@ -201,7 +203,9 @@ class Poller:
             disproved = self._tracker.polled(started)
         for partition, claimant in disproved:
             where = f"{self._config.topic}[{partition}]"
-            detail = f"take-over by {claimant!r}"[:200] + " disproved: still assigned; leading again"
+            detail = (
+                f"take-over by {claimant!r}"[:200] + " disproved: still assigned; leading again"
+            )
             self._rejections.refuse("disproved take-over", where, detail)
 
     def _store(self, msg: Message, partition: int) -> None:

@@ -72,8 +72,7 @@ class Rejections:
             self._warned_mono, count, self._unwarned = now, self._unwarned, 0
             total = self._total
         log.warning(
-            "neli %s refused %d heartbeat(s) since the last warning (%d in all), latest at "
-            "%s: %s",
+            "neli %s refused %d heartbeat(s) since the last warning (%d in all), latest at %s: %s",
             self._name,
             count,
             total,

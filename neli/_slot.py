@@ -1,10 +1,13 @@
 """What one member knows about one partition it holds: the state the tracker
-(:mod:`neli._tracker`) keeps per slot, and the rules (:mod:`neli._isolation`) read."""
+(:mod:`neli._tracker`) keeps per slot, and the rules (:mod:`neli._isolation`) read, with the
+fast exclusive variant's reading of other members' heartbeats on it."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from neli._heartbeat import Heartbeat
 
 
 class State(enum.Enum):
@@ -41,3 +44,23 @@ def previous_holder_silence(slot: Slot, now_wall: float) -> float | None:
     if slot.fresh is None or not slot.prior_named or slot.prior_wall is None:
         return None
     return now_wall - slot.prior_wall
+
+
+def observe_other(
+    partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None, now_mono: float
+) -> None:
+    """Fast, exclusive: another member's heartbeat on a partition this member holds."""
+    if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
+        # Its term here began after ours: the partition was taken from us (we are the
+        # zombie), unless the group disproves it (see neli._tracker): our own later heartbeats
+        # land after this one.
+        if slot.superseded is None:
+            slot.superseded, slot.superseded_mono = hb.member_id, now_mono
+        return
+    if slot.fresh is None:
+        # Read before our own heartbeat returned: the previous holder's, the evidence for
+        # ending the grace period early (see neli._tracker). Later ones land after ours and
+        # end their sender's term instead.
+        sent = publish_wall if publish_wall is not None else hb.sent_wall
+        if slot.prior_wall is None or sent >= slot.prior_wall:
+            slot.prior_wall, slot.prior_named = sent, partition in hb.led

@@ -77,7 +77,7 @@ from neli._config import Mode, NeliConfig, Variant
 from neli._events import EventKind
 from neli._heartbeat import Heartbeat
 from neli._isolation import Isolation
-from neli._slot import Slot, State, previous_holder_silence
+from neli._slot import Slot, State, observe_other, previous_holder_silence
 from neli._stall import StallGuard
 
 
@@ -244,7 +244,7 @@ class LeadershipTracker:
         if self._fast:
             if hb.member_id != self._member_id:
                 if self._exclusive and hb.group == self._config.group_id:
-                    self._observe_other(partition, slot, hb, publish_wall, now_mono)
+                    observe_other(partition, slot, hb, publish_wall, now_mono)
                 return None
             if hb.incarnation != slot.incarnation:
                 return None  # only our own heartbeats of this term prove we still own it
@@ -275,25 +275,6 @@ class LeadershipTracker:
                 out.append((p, slot.superseded))
                 slot.superseded = slot.superseded_mono = None
         return out
-
-    @staticmethod
-    def _observe_other(
-        partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None, now_mono: float
-    ) -> None:
-        """Fast, exclusive: another member's heartbeat on a partition this member holds."""
-        if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
-            # Its term here began after ours: the partition was taken from us (we are the
-            # zombie). For good: our own later heartbeats land after this one.
-            if slot.superseded is None:
-                slot.superseded, slot.superseded_mono = hb.member_id, now_mono
-            return
-        if slot.fresh is None:
-            # Read before our own heartbeat returned: the previous holder's, the evidence for
-            # ending the grace period early (see the module docstring). Later ones land after
-            # ours and end their sender's term instead.
-            sent = publish_wall if publish_wall is not None else hb.sent_wall
-            if slot.prior_wall is None or sent >= slot.prior_wall:
-                slot.prior_wall, slot.prior_named = sent, partition in hb.led
 
     # -- queries ------------------------------------------------------------------------------
 

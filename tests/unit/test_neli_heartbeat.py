@@ -128,8 +128,11 @@ ODD_NAME = 'a"[[[[{{\\"]'
     [
         pytest.param(HB.encode().replace(b'"i":7', b'"i":1e400'), "bad field i", id="i-1e400"),
         pytest.param(HB.encode().replace(b"[0,3,5]", b"[1e400]"), "bad field l", id="led-1e400"),
-        pytest.param(HB.encode().replace(b'"sm":1234.5', b'"sm":-1e400'), "bad field sm",
-                     id="sent-mono-minus-1e400"),
+        pytest.param(
+            HB.encode().replace(b'"sm":1234.5', b'"sm":-1e400'),
+            "bad field sm",
+            id="sent-mono-minus-1e400",
+        ),
         pytest.param(_doc(i=float("inf")), "not json", id="incarnation-Infinity"),
         pytest.param(_doc(sw=float("nan")), "not json", id="sent-wall-NaN"),
         pytest.param(_doc(i=True), "bad field i", id="incarnation-bool"),
@@ -146,8 +149,9 @@ ODD_NAME = 'a"[[[[{{\\"]'
         pytest.param(_doc(n=ODD_NAME), None, id="brackets-in-strings-are-fine"),
         pytest.param(_doc(s="soon"), "bad field s", id="since-not-a-number"),
         pytest.param(b"[" * 100_000 + b"]" * 100_000, "too deep", id="deep-list"),
-        pytest.param(b'{"v":1,"x":' + b'{"a":' * 10_000 + b"1" + b"}" * 10_001, "too deep",
-                     id="deep-meta"),
+        pytest.param(
+            b'{"v":1,"x":' + b'{"a":' * 10_000 + b"1" + b"}" * 10_001, "too deep", id="deep-meta"
+        ),
         pytest.param(_doc(n="n" * 300_000), "too large", id="too-large"),
         pytest.param(_doc(l=list(range(20_000))), "bad field l", id="led-too-long"),
     ],

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from neli import EventKind, Heartbeat, Mode, Variant
+from neli import EventKind, Mode, Variant
 from neli._poller import Poller
 from neli._rejections import WARN_INTERVAL_S, Rejections
 from neli.testing import ManualClock
-from tests.unit.neli_tracker_harness import GROUP, ME, OTHER, T, Member
+from tests.unit.neli_tracker_harness import GROUP, ME, OTHER, Member, T
 
 P = 1
 M = 4
@@ -230,4 +230,3 @@ def test_heartbeat_of_another_group_with_a_later_term_changes_nothing() -> None:
     m.lead(P)
     m.beat(P, member_id=FAKE, group="elsewhere", incarnation=1, led=(P,), since=m.wall - 0.5)
     assert m.leads(P)
-
