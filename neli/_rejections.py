@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-
-from neli._clock import Clock
 
 log = logging.getLogger("neli")
 
@@ -27,14 +26,20 @@ class Rejections:
     """Refused heartbeats of one reader (thread-safe: counted in the poll thread, read anywhere).
 
     Args:
-        clock: the reader's clock (its monotonic time paces the warnings).
         name: who refuses, for the warnings (e.g. the member's group).
+        monotonic: the reader's monotonic clock (it paces the warnings).
         interval_s: at most one warning per this many seconds.
     """
 
-    def __init__(self, clock: Clock, name: str, *, interval_s: float = WARN_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        name: str,
+        monotonic: Callable[[], float] = time.monotonic,
+        *,
+        interval_s: float = WARN_INTERVAL_S,
+    ) -> None:
         """Nothing refused yet."""
-        self._clock = clock
+        self._monotonic = monotonic
         self._name = name
         self._interval_s = interval_s
         self._lock = threading.Lock()
@@ -62,7 +67,7 @@ class Rejections:
             where: where the record was read, e.g. ``"pricing.neli[3]@1234"``.
             detail: what was wrong with it (bounded by the caller).
         """
-        now = self._clock.monotonic()
+        now = self._monotonic()
         with self._lock:
             self._total += 1
             self._by_reason[reason] = self._by_reason.get(reason, 0) + 1

@@ -76,7 +76,7 @@ class Neli:
         self._tracker = LeadershipTracker(config, self.member_id)
         self._lock = threading.Lock()
         self._events = EventDispatcher(config, self.member_id, clock)
-        self._rejections = Rejections(clock, config.group_id)
+        self._rejections = Rejections(config.group_id, clock.monotonic)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._producer: Producer | None = None
         self._partitions = 0

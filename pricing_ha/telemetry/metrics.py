@@ -17,6 +17,7 @@ instrument                             kind        attributes
 ``pricing_ha.instrument.staleness``    gauge (s)   instrument
 ``pricing_ha.price.latency``           histogram   stage (end-to-end: source time to here, s)
 ``pricing_ha.price.hop_latency``       histogram   stage (the previous stage's produce to here)
+``pricing_ha.neli.heartbeats.rejected``  counter   group, reason (records refused on the NELI topic)
 =====================================  ==========  ===========================================
 
 Every price counter, and the duplicates and gaps counters, is created at zero for every partition
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -106,6 +107,7 @@ class PricingMetrics:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str, int], bool] = {}
         self._fresh: dict[str, float] = {}
+        self._rejections: dict[str, Callable[[], Mapping[str, int]]] = {}
         self.leadership_transitions = meter.create_counter(
             "pricing_ha.leadership.transitions",
             unit="{transition}",
@@ -151,6 +153,12 @@ class PricingMetrics:
             callbacks=[self._observe_held],
             unit="1",
             description="1 while this member leads the partition, else 0",
+        )
+        meter.create_observable_counter(
+            "pricing_ha.neli.heartbeats.rejected",
+            callbacks=[self._observe_rejected],
+            unit="{record}",
+            description="Records read on the NELI topic and refused (not heartbeats, or lying)",
         )
         meter.create_observable_gauge(
             "pricing_ha.instrument.staleness",
@@ -204,6 +212,21 @@ class PricingMetrics:
             },
         )
         self.set_leadership(event.group, event.member_name, event.partition, event.kind.gains)
+
+    def watch_rejections(self, group: str, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Report ``counts()`` (refused NELI records per reason, e.g.
+        :attr:`neli.Neli.heartbeats_rejected`) as ``pricing_ha.neli.heartbeats.rejected``."""
+        with self._lock:
+            self._rejections[group] = counts
+
+    def _observe_rejected(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            sources = list(self._rejections.items())
+        return [
+            Observation(n, {"group": group, "reason": reason})
+            for group, counts in sources
+            for reason, n in counts().items()
+        ]
 
     def _observe_held(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

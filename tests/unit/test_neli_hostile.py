@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from neli import EventKind, Mode, Variant
+from neli import EventKind, Mode, OwnerDirectory, Variant
 from neli._poller import Poller
 from neli._rejections import WARN_INTERVAL_S, Rejections
 from neli.testing import ManualClock
@@ -108,7 +108,7 @@ def _poller(
         pulse=lambda: None,
         on_failure=failures.append,
         partitions=M,
-        rejections=Rejections(member.clock, GROUP),
+        rejections=Rejections(GROUP, member.clock.monotonic),
     )
     consumer.poller = poller
     return poller
@@ -210,7 +210,7 @@ def test_refusals_warn_once_per_interval_and_count_every_one(
 ) -> None:
     """A flood of refused records logs one warning per interval, naming how many it covers."""
     clock = ManualClock()
-    rejections = Rejections(clock, GROUP)
+    rejections = Rejections(GROUP, clock.monotonic)
     with caplog.at_level(logging.WARNING, logger="neli"):
         for _ in range(1000):
             rejections.refuse("not json", "neli[0]@1", "garbage")
@@ -230,3 +230,16 @@ def test_heartbeat_of_another_group_with_a_later_term_changes_nothing() -> None:
     m.lead(P)
     m.beat(P, member_id=FAKE, group="elsewhere", incarnation=1, led=(P,), since=m.wall - 0.5)
     assert m.leads(P)
+
+
+def test_owner_directory_forgets_claims_nobody_renews() -> None:
+    """Heartbeats naming ever new members (anyone can write them) do not pile up: a prune at
+    ``now`` keeps only claims renewed within ``max_age_s``."""
+    directory = OwnerDirectory(partitions=M, max_age_s=1.0)
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    for i in range(1000):
+        directory.observe(m.heartbeat(P, member_id=f"fake-{i}", led=(P,), age=5.0))
+    directory.observe(m.heartbeat(P, member_id=OTHER, led=(P,)))
+    directory.prune(m.wall)
+    assert [o.member_id for o in directory.partition_owners(GROUP, P, m.wall)] == [OTHER]
+    assert sum(len(c) for c in directory._claims.values()) == 1
