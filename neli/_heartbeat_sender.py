@@ -5,7 +5,9 @@ partitions assigned to this member, tagged with their incarnation so that only i
 heartbeats refresh it. Every heartbeat names the partitions the sender leads at that instant and
 carries the merged mapping of the meta providers (for example a leadership term's trace context).
 Heartbeats carry the producer's wall clock as their timestamp: exclusive mode judges freshness by
-publish time, not by when a record happened to be read.
+publish time, not by when a record happened to be read. The fast variant tells the tracker what it
+sends (partition, counter, monotonic send time) before sending it: a heartbeat in this member's
+name that it did not send (a forgery) never counts as its own.
 """
 
 from __future__ import annotations
@@ -88,17 +90,22 @@ class HeartbeatSender:
                 targets = [
                     (p, tracker.incarnation(p) or 0, tracker.since(p)) for p in tracker.assigned()
                 ]
+            first = self._counter + 1
+            self._counter += len(targets)
+            if cfg.variant is Variant.FAST:
+                # Before it can come back: only what this member sent proves it owns a partition.
+                for i, (partition, _, _) in enumerate(targets):
+                    tracker.sent(partition, first + i, now_mono)
         meta: dict[str, Any] = {}
         for provider in self._meta:
             meta.update(provider())
-        for partition, incarnation, since in targets:
-            self._counter += 1
+        for i, (partition, incarnation, since) in enumerate(targets):
             hb = Heartbeat(
                 group=cfg.group_id,
                 member_id=self._member_id,
                 member_name=cfg.member_name,
                 incarnation=incarnation,
-                counter=self._counter,
+                counter=first + i,
                 sent_mono=now_mono,
                 sent_wall=now_wall,
                 led=led,

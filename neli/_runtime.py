@@ -74,6 +74,7 @@ class Neli:
         self._clock = clock
         self._meta: list[MetaProvider] = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
+        self._tracker.verify_own = True  # the sender announces every heartbeat it sends
         self._lock = threading.Lock()
         self._events = EventDispatcher(config, self.member_id, clock)
         self._rejections = Rejections(config.group_id, clock.monotonic)

@@ -5,7 +5,7 @@ fast exclusive variant's reading of other members' heartbeats on it."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from neli._heartbeat import Heartbeat
 
@@ -36,6 +36,7 @@ class Slot:
     superseded_mono: float | None = None  # ... and when that heartbeat was read
     prior_wall: float | None = None  # fast: send time of the latest other member's heartbeat
     prior_named: bool = False  # ... read before our own returned, and whether it named us
+    sent: dict[int, float] = field(default_factory=dict)  # fast: own counter -> sent mono
 
 
 def previous_holder_silence(slot: Slot, now_wall: float) -> float | None:

@@ -111,6 +111,9 @@ class LeadershipTracker:
         self._isolation = Isolation(
             config.keep_leading_when_isolated and not self._exclusive, self._t, self._claims
         )
+        #: Fast variant: count only own heartbeats announced with :meth:`sent` (the runtime
+        #: sets it; tests of the rules may feed heartbeats without announcing them).
+        self.verify_own = False
         #: A take-over the member is still assigned this long after reading it is disproved.
         self.disprove_after_s = 2 * config.session_timeout_ms / 1000 + 1.0
 
@@ -248,6 +251,8 @@ class LeadershipTracker:
                 return None
             if hb.incarnation != slot.incarnation:
                 return None  # only our own heartbeats of this term prove we still own it
+            if self.verify_own and slot.sent.get(hb.counter) != hb.sent_mono:
+                return "own, never sent"
             value = hb.sent_mono
         elif self._exclusive:
             value = publish_wall if publish_wall is not None else hb.sent_wall
@@ -256,6 +261,19 @@ class LeadershipTracker:
         if slot.fresh is None or value > slot.fresh:
             slot.fresh = value
         return None
+
+    def sent(self, partition: int, counter: int, sent_mono: float) -> None:
+        """Fast variant: this member is sending heartbeat ``counter`` to ``partition``, at
+        ``sent_mono``. With :attr:`verify_own`, only such heartbeats refresh the partition: one
+        in this member's name with a plausible send time that it never sent (a forgery by a
+        writer who read its earlier ones) cannot keep a lost partition fresh. Sends older than
+        T are forgotten; they could not make the partition fresh any more."""
+        slot = self._slots.get(partition)
+        if slot is None:
+            return
+        slot.sent[counter] = sent_mono
+        for old in [c for c, at in slot.sent.items() if sent_mono - at >= self._t]:
+            del slot.sent[old]
 
     def polled(self, started_mono: float) -> list[tuple[int, str]]:
         """The poll thread finished a poll that began at ``started_mono``: every rebalance

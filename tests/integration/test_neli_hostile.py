@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from neli import EventKind, LeadershipEvent, Mode, Neli, NeliConfig, Variant
 from tests.integration.neli_harness import SESSION_MS
@@ -52,19 +52,28 @@ def _forged(group: str, **changes: Any) -> bytes:
 def _write(bootstrap: str, topic: str, records: list[tuple[bytes, float | None]]) -> None:
     """Write every record (value, timestamp in s or None) to every partition, acknowledged."""
     producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000})
-    failed: list[Any] = []
+    failed: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            failed.append(err)
+
     for value, ts in records:
         for p in range(M):
-            stamp = {} if ts is None else {"timestamp": int(ts * 1000)}
+            stamp = 0 if ts is None else int(ts * 1000)  # 0: the producer's clock
             producer.produce(
-                topic,
-                value=value,
-                partition=p,
-                on_delivery=lambda e, _m: e and failed.append(e),
-                **stamp,
+                topic, value=value, partition=p, timestamp=stamp, on_delivery=delivered
             )
     assert producer.flush(15) == 0
     assert failed == []
+
+
+def _all_led(neli: Neli) -> Callable[[], bool]:
+    return lambda: neli.led_partitions() == set(range(M))
+
+
+def _refused(neli: Neli, expected: dict[str, int]) -> Callable[[], bool]:
+    return lambda: dict(neli.heartbeats_rejected) == expected
 
 
 async def _led_throughout(neli: Neli, seconds: float) -> list[float]:
@@ -93,7 +102,7 @@ async def test_hostile_records_are_refused_and_counted_while_members_go_on_leadi
     publisher = Neli(_config(bootstrap, topic, publisher_group, "pub"))
     async with relay, publisher:
         for neli in (relay, publisher):
-            await wait_for_async(lambda n=neli: n.led_partitions() == set(range(M)), 30, "lead")
+            await wait_for_async(_all_led(neli), 30, "leadership")
         now = time.time()
         hostile: list[tuple[bytes, float | None]] = [
             (_forged(relay_group).replace(b'"i": 1', b'"i": 1e400'), None),
@@ -117,11 +126,7 @@ async def test_hostile_records_are_refused_and_counted_while_members_go_on_leadi
             "future timestamp": M,
         }
         for neli in (relay, publisher):
-            await wait_for_async(
-                lambda n=neli: dict(n.heartbeats_rejected) == expected,
-                15,
-                lambda n=neli: f"refusals of {n.member_id}: {dict(n.heartbeats_rejected)}",
-            )
+            await wait_for_async(_refused(neli, expected), 15, f"refusals of {neli.member_id}")
             assert neli.status().rejected_heartbeats == len(hostile) * M
         assert await _led_throughout(relay, 2 * SESSION_MS / 1000) == []
         for neli in (relay, publisher):

@@ -243,3 +243,33 @@ def test_owner_directory_forgets_claims_nobody_renews() -> None:
     directory.prune(m.wall)
     assert [o.member_id for o in directory.partition_owners(GROUP, P, m.wall)] == [OTHER]
     assert sum(len(c) for c in directory._claims.values()) == 1
+
+
+def test_a_heartbeat_in_our_name_that_we_never_sent_cannot_keep_us_fresh() -> None:
+    """Fast variant: own heartbeats count only if this member sent them (counter and send
+    time); a forgery with a plausible send time, copied from our earlier ones, is refused."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.tracker.verify_own = True
+    m.assign(P)
+
+    def send_and_read() -> None:
+        hb = m.heartbeat(P)
+        m.tracker.sent(P, hb.counter, hb.sent_mono)
+        assert m.tracker.observe(P, hb, hb.sent_wall, m.mono) is None
+
+    for _ in range(int(T / 0.25)):  # the grace period, with our heartbeats returning
+        m.clock.advance(0.25)
+        m.tick()
+        send_and_read()
+    assert m.leads(P)
+    genuine = m.heartbeat(P)
+    m.tracker.sent(P, genuine.counter, genuine.sent_mono)  # sent, but it never returns
+    m.advance(T - 0.25)
+    for forged in (
+        dataclasses.replace(genuine, sent_mono=m.mono),  # our counter, a later send time
+        dataclasses.replace(genuine, counter=genuine.counter + 1, sent_mono=m.mono),
+    ):
+        assert m.tracker.observe(P, forged, forged.sent_wall, m.mono) == "own, never sent"
+    m.advance(0.25)
+    assert m.why_not(P) == "own heartbeat not returned"
+    assert len(m.tracker._slots[P].sent) <= T / 0.25 + 1  # old sends are forgotten
