@@ -106,12 +106,13 @@ class Heartbeat:
             raise HeartbeatDecodeError("empty")
         if len(data) > MAX_HEARTBEAT_BYTES:
             raise HeartbeatDecodeError("too large", f"{len(data)} > {MAX_HEARTBEAT_BYTES} bytes")
-        check.check_depth(data)
         try:
             doc = json.loads(data, parse_constant=check.refuse_constant)
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            if isinstance(exc, HeartbeatDecodeError):
-                raise
+        except HeartbeatDecodeError:
+            raise
+        except RecursionError as exc:  # raised cleanly by the C scanner, the stack unwound
+            raise HeartbeatDecodeError("too deep", "JSON nested too deeply") from exc
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise HeartbeatDecodeError("not json", str(exc)) from exc
         if not isinstance(doc, dict):
             raise HeartbeatDecodeError("not an object", type(doc).__name__)

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from neli._clock import Clock
 from neli._config import NeliConfig, Variant
 from neli._heartbeat import Heartbeat
+from neli._heartbeat_check import MAX_HEARTBEAT_BYTES
 from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
@@ -68,6 +69,7 @@ class HeartbeatSender:
         self._counter = 0
         #: Heartbeats that could not be queued or were not delivered.
         self.errors = 0
+        self._oversized = False
 
     async def run(self) -> None:
         """Pulse forever (until cancelled)."""
@@ -112,10 +114,19 @@ class HeartbeatSender:
                 meta=meta,
                 since=since,
             )
+            value = hb.encode()
+            if len(value) > MAX_HEARTBEAT_BYTES and not self._oversized:
+                self._oversized = True  # said once: it is the same every pulse
+                log.error(
+                    "neli heartbeat of %d bytes exceeds the %d every reader accepts: it will be "
+                    "refused (too many led partitions or too much meta)",
+                    len(value),
+                    MAX_HEARTBEAT_BYTES,
+                )
             try:
                 self._producer.produce(
                     cfg.topic,
-                    value=hb.encode(),
+                    value=value,
                     partition=partition,
                     timestamp=int(now_wall * 1000),
                     on_delivery=self._on_delivery,

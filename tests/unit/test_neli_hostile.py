@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
 from neli import EventKind, Mode, OwnerDirectory, Variant
+from neli._heartbeat_check import MAX_HEARTBEAT_BYTES
+from neli._heartbeat_sender import HeartbeatSender
 from neli._poller import Poller
 from neli._rejections import WARN_INTERVAL_S, Rejections
 from neli.testing import ManualClock
@@ -273,3 +275,47 @@ def test_a_heartbeat_in_our_name_that_we_never_sent_cannot_keep_us_fresh() -> No
     m.advance(0.25)
     assert m.why_not(P) == "own heartbeat not returned"
     assert len(m.tracker._slots[P].sent) <= T / 0.25 + 1  # old sends are forgotten
+
+
+class FakeProducer:
+    """Records what is produced."""
+
+    def __init__(self) -> None:
+        """Nothing produced yet."""
+        self.values: list[bytes] = []
+
+    def produce(self, _topic: str, *, value: bytes, **_kw: Any) -> None:
+        """Record the value."""
+        self.values.append(value)
+
+    def poll(self, _timeout: float) -> int:
+        """No delivery reports."""
+        return 0
+
+
+def test_a_member_whose_heartbeats_exceed_the_cap_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sender whose heartbeat every reader would refuse as too large logs one error, not one
+    per pulse, and still sends (the readers count the refusals)."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.assign(P)
+    producer = FakeProducer()
+    sender = HeartbeatSender(
+        config=m.config,
+        member_id=ME,
+        tracker=m.tracker,
+        lock=threading.Lock(),
+        clock=m.clock,
+        producer=producer,  # type: ignore[arg-type]
+        partitions=M,
+        meta=[lambda: {f"k{i}": "v" * 1000 for i in range(300)}],
+    )
+    with caplog.at_level(logging.ERROR, logger="neli"):
+        sender.pulse()
+        sender.pulse()
+    assert len(producer.values) == 2
+    assert len(producer.values[0]) > MAX_HEARTBEAT_BYTES
+    assert [r.getMessage().split(" bytes")[0] for r in caplog.records] == [
+        f"neli heartbeat of {len(producer.values[0])}"
+    ]
