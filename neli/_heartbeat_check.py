@@ -6,10 +6,10 @@ is a check, and its only failure is :class:`HeartbeatDecodeError` with a short r
 a fixed set (safe as a metric label). It refuses, before or while parsing:
 
 * records larger than :data:`MAX_HEARTBEAT_BYTES` (before parsing), and JSON nested deeper than
-  the interpreter's recursion limit (about 1,000 levels: :func:`json.loads` refuses it with a
-  clean ``RecursionError`` in C, at C speed; a scan in Python cost 0.4 s for a 256 KiB record
-  of quotes and escapes, long enough for a flood to starve the poll thread). Anything nested
-  at all below the top level's ``l`` and ``x`` is then refused by the field checks;
+  the interpreter's recursion limit (about 1,000 levels: :func:`json.loads` stops with a clean
+  ``RecursionError`` in C, at C speed, where a scan in Python would let a flood of large
+  records starve the poll thread). Anything nested below the top level's ``l`` and ``x`` is
+  then refused by the field checks;
 * the JSON constants ``NaN`` and ``Infinity``, and numbers that overflow to them (``1e400``);
 * fields of the wrong type (``true`` is not an integer, ``7.0`` is not an incarnation);
 * integers outside ``[0, 2**63 - 1]``, partitions outside ``[0, 2**31 - 1]`` (or, when the
@@ -20,8 +20,8 @@ a fixed set (safe as a metric label). It refuses, before or while parsing:
   clock plus ``NeliConfig.max_future_ms``): a legitimate sender's clock is at most the skew
   bound e ahead of the receiver's.
 
-What is left is well-formed, but may still lie: see "Forged heartbeats" in ``docs/``'s threat
-model and :mod:`neli._tracker`.
+What is left is well-formed, but may still lie: what a member does about that, and what a writer
+of lying heartbeats can still do, is in ``docs/neli-trust.md`` and :mod:`neli._tracker`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ MAX_HEARTBEAT_BYTES = 256 * 1024
 #: Most led partitions in one heartbeat. With leadership tracing (a ~75-byte meta entry per led
 #: partition) the byte cap binds first, at about 3,000 led partitions.
 MAX_LED = 4096
-#: Most meta entries in one heartbeat. The caps bound the cost of refusing a record: about
-#: 10 ms for the worst one, against 30 us to decode a heartbeat (measured: docs/neli-trust.md).
+#: Most meta entries in one heartbeat. The caps bound the cost of refusing a record to about a
+#: millisecond (measured: docs/neli-trust.md).
 MAX_META = 4096
 #: Longest string field (group, member id, name, meta key or value), in characters.
 MAX_STRING = 1024
