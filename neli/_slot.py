@@ -38,6 +38,21 @@ class Slot:
     prior_named: bool = False  # ... read before our own returned, and whether it named us
     sent: dict[int, float] = field(default_factory=dict)  # fast: own counter -> sent mono
 
+    def remember_sent(self, counter: int, sent_mono: float, threshold_s: float) -> None:
+        """This member sends heartbeat ``counter`` here at ``sent_mono``; sends T or more
+        before it are forgotten (they could not make the slot fresh any more)."""
+        self.sent[counter] = sent_mono
+        for old in [c for c, at in self.sent.items() if sent_mono - at >= threshold_s]:
+            del self.sent[old]
+
+    def sent_it(self, hb: Heartbeat) -> bool:
+        """Whether this member sent ``hb`` here (its counter, at its send time)."""
+        return self.sent.get(hb.counter) == hb.sent_mono
+
+    def forgot(self, hb: Heartbeat) -> bool:
+        """Whether ``hb`` is older than every send remembered (stale, sent or not)."""
+        return bool(self.sent) and hb.counter < min(self.sent)
+
 
 def previous_holder_silence(slot: Slot, now_wall: float) -> float | None:
     """Seconds since the previous holder's last heartbeat, by the evidence (see

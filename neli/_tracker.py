@@ -45,15 +45,11 @@ When can leadership no longer be trusted?
   heartbeat returns. This assumes every member of the group runs a version that stops on a
   later term.
 * **Fast NELI, exclusive: a take-over the group disproves ends.** Heartbeats are not
-  authenticated, so a take-over may be forged (any writer of the topic can name a member of
-  the group that does not exist). A true one means the coordinator ended this member's session
-  before the successor's term began, so before the heartbeat was read; this member's client
-  ends the session on its own side at most about S after its last successful group heartbeat
-  and delivers the loss (REVOKED) at its next poll. A partition still held at a poll begun
-  ``2 S + 1 s`` after the take-over was read was therefore never taken over: the member leads
-  it again on its own heartbeats. A single forged heartbeat costs a partition at most that long;
-  a member whose poll thread is blocked (a long barrier, a pause) does not resume, since no
-  poll completes. Future term starts are refused on reading (``NeliConfig.max_future_ms``).
+  authenticated: a take-over may be forged. A true one means the coordinator ended this
+  member's session before the heartbeat was read, and its client declares the loss (REVOKED,
+  at the next poll) at most about S after its last successful group heartbeat. A partition
+  still held at a poll begun ``2 S + 1 s`` after the take-over was read was never taken: it is
+  led again. A blocked poll thread completes no poll, so resumes nothing (docs/neli-trust.md).
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, through a broker or coordinator
   stall or a session loss; when that ends: :mod:`neli._isolation`.
@@ -231,9 +227,8 @@ class LeadershipTracker:
             now_mono: the monotonic time of receipt.
 
         Returns:
-            ``None`` if the heartbeat was taken into account, else why it was refused: a
-            heartbeat in this member's name sent "later" by its own monotonic clock than now
-            was not sent by this member (it would keep a lost partition fresh).
+            ``None``, or why a heartbeat in this member's name is refused as not sent by it
+            (it would keep a lost partition fresh).
         """
         if hb.member_id == self._member_id and hb.sent_mono > now_mono:
             return "own from the future"
@@ -251,8 +246,8 @@ class LeadershipTracker:
                 return None
             if hb.incarnation != slot.incarnation:
                 return None  # only our own heartbeats of this term prove we still own it
-            if self.verify_own and slot.sent.get(hb.counter) != hb.sent_mono:
-                return "own, never sent"
+            if self.verify_own and not slot.sent_it(hb):
+                return None if slot.forgot(hb) else "own, never sent"
             value = hb.sent_mono
         elif self._exclusive:
             value = publish_wall if publish_wall is not None else hb.sent_wall
@@ -263,17 +258,12 @@ class LeadershipTracker:
         return None
 
     def sent(self, partition: int, counter: int, sent_mono: float) -> None:
-        """Fast variant: this member is sending heartbeat ``counter`` to ``partition``, at
-        ``sent_mono``. With :attr:`verify_own`, only such heartbeats refresh the partition: one
-        in this member's name with a plausible send time that it never sent (a forgery by a
-        writer who read its earlier ones) cannot keep a lost partition fresh. Sends older than
-        T are forgotten; they could not make the partition fresh any more."""
+        """Fast variant: this member sends heartbeat ``counter`` to ``partition`` at
+        ``sent_mono``. With :attr:`verify_own` only such heartbeats refresh it: a forgery in
+        this member's name (copied from its earlier ones) cannot keep a lost partition fresh."""
         slot = self._slots.get(partition)
-        if slot is None:
-            return
-        slot.sent[counter] = sent_mono
-        for old in [c for c, at in slot.sent.items() if sent_mono - at >= self._t]:
-            del slot.sent[old]
+        if slot is not None:
+            slot.remember_sent(counter, sent_mono, self._t)
 
     def polled(self, started_mono: float) -> list[tuple[int, str]]:
         """The poll thread finished a poll that began at ``started_mono``: every rebalance

@@ -319,3 +319,18 @@ def test_a_member_whose_heartbeats_exceed_the_cap_says_so_once(
     assert [r.getMessage().split(" bytes")[0] for r in caplog.records] == [
         f"neli heartbeat of {len(producer.values[0])}"
     ]
+
+
+def test_an_own_heartbeat_returning_after_its_send_was_forgotten_is_ignored_not_refused() -> None:
+    """A genuine heartbeat that comes back more than T after it was sent (its send forgotten)
+    is stale: ignored without counting as a forgery."""
+    m = Member(Variant.FAST, Mode.EXCLUSIVE)
+    m.tracker.verify_own = True
+    m.assign(P)
+    late = m.heartbeat(P)
+    m.tracker.sent(P, late.counter, late.sent_mono)
+    m.clock.advance(T)
+    newer = m.heartbeat(P)
+    m.tracker.sent(P, newer.counter, newer.sent_mono)  # forgets the send T ago
+    assert m.tracker.observe(P, late, late.sent_wall, m.mono) is None
+    assert m.tracker.freshness(m.mono, m.wall)[P] is None
