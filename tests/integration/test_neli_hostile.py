@@ -11,23 +11,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from neli import EventKind, LeadershipEvent, Mode, Neli, NeliConfig, Variant
-from tests.integration.neli_harness import SESSION_MS
+from neli import EventKind, LeadershipEvent, Mode, Neli, Variant
+from tests.integration.neli_harness import SESSION_MS, member_config
 from tests.waiting import wait_for_async
 
 M = 2
 FAKE = "nobody/ffffffffffff"
-
-
-def _config(bootstrap: str, topic: str, group: str, name: str, **kw: Any) -> NeliConfig:
-    return NeliConfig(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        topic=topic,
-        member_name=name,
-        session_timeout_ms=SESSION_MS,
-        **kw,
-    )
 
 
 def _forged(group: str, **changes: Any) -> bytes:
@@ -97,9 +86,11 @@ async def test_hostile_records_are_refused_and_counted_while_members_go_on_leadi
     topic = topic_factory(M)
     relay_group, publisher_group = unique_name("relay"), unique_name("pub")
     relay = Neli(
-        _config(bootstrap, topic, relay_group, "relay", variant=Variant.FAST, mode=Mode.EXCLUSIVE)
+        member_config(
+            bootstrap, topic, relay_group, "relay", variant=Variant.FAST, mode=Mode.EXCLUSIVE
+        )
     )
-    publisher = Neli(_config(bootstrap, topic, publisher_group, "pub"))
+    publisher = Neli(member_config(bootstrap, topic, publisher_group, "pub"))
     async with relay, publisher:
         for neli in (relay, publisher):
             await wait_for_async(_all_led(neli), 30, "leadership")
@@ -145,7 +136,7 @@ async def test_a_forged_take_over_of_a_relay_partition_is_disproved_and_leading_
     topic = topic_factory(M)
     group = unique_name("relay")
     relay = Neli(
-        _config(bootstrap, topic, group, "relay", variant=Variant.FAST, mode=Mode.EXCLUSIVE)
+        member_config(bootstrap, topic, group, "relay", variant=Variant.FAST, mode=Mode.EXCLUSIVE)
     )
     events: list[LeadershipEvent] = []
     relay.add_barrier(events.append)
