@@ -10,8 +10,10 @@ read-back evidence).
 written by a transactional producer of its own (:class:`~pricing_ha.dedupe.fences.Fences`); a
 takeover marker is written only after ``init_transactions`` fenced the previous owner, prices
 are emitted inside transactions committed at the end of each batch and when idle, and a
-partition whose transaction fails is started over. Probes and the dead-letter topic go
-through the relay's one idempotent producer.
+partition whose transaction fails is started over. Probes go through the relay's one
+idempotent producer; dead letters through :attr:`OutputProducers.dead_letters`, a producer of
+their own with the rule every role shares (:mod:`pricing_ha.kafka.dead_letter`), so a
+dead-letter topic that refuses records never fails or replays prices.
 
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
@@ -35,6 +37,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.stats import RelayStats
+from pricing_ha.kafka.dead_letter import DeadLetters
 from pricing_ha.kafka.producers import PRODUCER_DEFAULTS, ConfigValue, ReplaceableProducer
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 
@@ -55,6 +58,7 @@ _LINGER_MS = 10
 # message.timeout.ms by up to this long before it fails instead of being sent.
 _EXPIRY_SCAN_S = 1.0
 _EXPIRY_MARGIN_S = 0.2
+_DLQ_CLOSE_S = 5.0  # how long a closing relay waits for its dead letters
 
 
 def outcome_known_after_s(message_timeout_s: float) -> float:
@@ -126,6 +130,24 @@ class OutputProducers:
             workers=cfg.topics.partitions if self.fencing and parallel_commits else 0,
         )
         #: The relay's one idempotent producer (replaced when wedged).
+        #: Malformed raw records' dead letters (built at the first one).
+        self.dead_letters = DeadLetters(
+            cfg.broker.client_config(
+                defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
+                required={
+                    "client.id": f"relay-{member}-dlq",
+                    "message.timeout.ms": message_timeout_ms,
+                },
+            ),
+            topic=cfg.topics.raw_dlq,
+            source_topic=cfg.topics.raw,
+            identity=[("relay", member.encode())],
+            logger=log,
+            factory=producer_factory,
+            # Looked up when called: the relay simulation replaces this module's ``time``.
+            clock=lambda: time.monotonic(),  # noqa: PLW0108
+            sleep=lambda s: time.sleep(s),  # noqa: PLW0108
+        )
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
@@ -216,3 +238,5 @@ class OutputProducers:
         """Commit open transactions, flush what is still queued."""
         self.fences.close()
         self.producer.close(FLUSH_TIMEOUT_S)
+        # Not committed past (RelayOutput.commit_floor): whoever reads next dead-letters again.
+        self.dead_letters.close(_DLQ_CLOSE_S)

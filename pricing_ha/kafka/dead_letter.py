@@ -280,7 +280,7 @@ class DeadLetters:
         self._unsettled: dict[int, _Letter] = {}
         self._retry: list[_Letter] = []
         self.stats = DeadLetterStats()
-        self._lost_log = RateLimitedLog(logger, level=logging.ERROR)
+        self._lost_log = RateLimitedLog(logger, level=logging.ERROR, clock=clock)
 
     # -- state --------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
+from pricing_ha.kafka.dead_letter import DeadLetters, bounded_reason
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import committed_starts
@@ -104,6 +105,10 @@ class _Pending:
             self.failed = True
             self.stats.delivery_failures += 1
 
+    def settled(self) -> None:
+        """Count one dead letter settled (delivered or given up: its quote is done with)."""
+        self.outstanding -= 1
+
 
 class QuoteWorker(PartitionWorker):
     """Consumes quotes, prices them, produces prices and commits, in one thread."""
@@ -145,6 +150,21 @@ class QuoteWorker(PartitionWorker):
         self._guards: dict[int, SequenceGuard] = {}
         self._path = telemetry.price_path()
         self._consumer_group = quotes_group_id(group)
+        #: Invalid quotes' dead letters (pricing_ha.kafka.dead_letter), through a producer of
+        #: their own, built at the first one.
+        self.dead_letters = DeadLetters(
+            broker.client_config(
+                defaults={"linger.ms": 5, "log.connection.close": False},
+                required={
+                    "client.id": f"{member}-dlq",
+                    "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                },
+            ),
+            topic=cfg.topics.dlq,
+            source_topic=cfg.topics.quotes,
+            identity=[("group", group.encode()), ("member", member.encode())],
+            logger=log,
+        )
         metrics = telemetry.metrics
         self._tally = PriceTally(
             metrics, metrics.prices_published, stage="publish", attributes={"group": group}
@@ -203,6 +223,7 @@ class QuoteWorker(PartitionWorker):
     def idle(self) -> None:
         """Serve delivery callbacks and commit what they acknowledge."""
         self.producer.poll(0)
+        self.dead_letters.poll()
         self._settle()
 
     def output_problem(self) -> str | None:
@@ -258,6 +279,7 @@ class QuoteWorker(PartitionWorker):
             share.outstanding += 1
             self._handle(msg, partition, offset, share)
         self.producer.poll(0)
+        self.dead_letters.poll()
         self._settle()
         self._tally.flush()
         for partition in skipped:
@@ -288,11 +310,14 @@ class QuoteWorker(PartitionWorker):
 
     def _wait_for_output(self) -> None:
         """Flush, then commit what was acknowledged (a revocation's barrier waits for this)."""
+        started = time.monotonic()
         if self.producer.flush(FLUSH_TIMEOUT_S):
             # Still unacknowledged: not committed; whoever leads next re-reads from the last
             # commit (duplicates at worst).
             self.stats.flush_timeouts += 1
             log.error("prices not acknowledged within %.0f s", FLUSH_TIMEOUT_S)
+        # Dead letters within what is left of the same bound (none pending: no wait at all).
+        self.dead_letters.flush(max(0.0, FLUSH_TIMEOUT_S - (time.monotonic() - started)))
         self._settle()
         self.commit_async([], now=True)
 
@@ -312,10 +337,9 @@ class QuoteWorker(PartitionWorker):
 
     def _handle(self, msg: Message, partition: int, offset: int, share: _Pending) -> None:
         topics = self._cfg.topics
-        on_delivery = share.delivered
         parent = sampled_context(msg.headers())
         if parent is None:  # the common case: no span objects at all
-            self._price(msg, partition, offset, on_delivery, None)
+            self._price(msg, partition, offset, share, None)
             return
         key = msg.key()
         process = self._path.start_process(
@@ -327,7 +351,7 @@ class QuoteWorker(PartitionWorker):
             consumer_group=self._consumer_group,
         )
         try:
-            self._price(msg, partition, offset, on_delivery, process)
+            self._price(msg, partition, offset, share, process)
         finally:
             process.end()
 
@@ -336,10 +360,11 @@ class QuoteWorker(PartitionWorker):
         msg: Message,
         partition: int,
         offset: int,
-        on_delivery: Callable[[KafkaError | None, Message], None],
+        share: _Pending,
         process: Span | None,
     ) -> None:
         topics = self._cfg.topics
+        on_delivery: Callable[[KafkaError | None, Message], None] = share.delivered
         try:
             quote = parse_quote(msg.value(), msg.key())
             check = self._guards[partition].check(quote.instrument, quote.seq)
@@ -349,23 +374,19 @@ class QuoteWorker(PartitionWorker):
             price = self._book.price(quote)
         except InvalidQuoteError as exc:
             if process is not None:
-                process.set_status(Status(StatusCode.ERROR, exc.reason))
-                process.set_attribute("pricing_ha.dead_letter.reason", exc.reason)
+                reason = bounded_reason(exc.reason).decode()
+                process.set_status(Status(StatusCode.ERROR, reason))
+                process.set_attribute("pricing_ha.dead_letter.reason", reason)
             self.stats.dead_lettered += 1
-            self._produce(
-                topics.dlq,
+            # Its own producer and rule (pricing_ha.kafka.dead_letter): whatever the DLQ does,
+            # the share counts this quote done once the dead letter is settled.
+            self.dead_letters.send(
+                partition=partition,
+                offset=offset,
                 key=msg.key(),
                 value=msg.value(),
-                partition=partition,
-                headers=[
-                    ("reason", exc.reason.encode()),
-                    ("source.topic", topics.quotes.encode()),
-                    ("source.partition", str(partition).encode()),
-                    ("source.offset", str(offset).encode()),
-                    ("group", self._group.encode()),
-                    ("member", self._member.encode()),
-                ],
-                on_delivery=on_delivery,
+                reason=exc.reason,
+                on_settled=share.settled,
             )
             return
         now_ns = time.time_ns()

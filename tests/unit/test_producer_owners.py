@@ -65,9 +65,10 @@ def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_ans
         {"enable.idempotence": True}, name="relay", logger=logging.getLogger("t"), factory=factory
     )
     AnsweringProducer.answers = False
-    for partition in (0, 1):
-        raw = Message(topic="prices.raw", partition=partition, offset=7, key=b"K", value=b"?")
-        out.dead_letter(raw, partition, 7, "test")
+    for partition in (0, 1):  # e.g. probes: records of the relay's idempotent producer
+        producers.producer.produce(
+            "prices", partition=partition, value=b"?", on_delivery=producers.on_delivery
+        )
     built[0].settle(timed_out())  # partition 0's record timed out; partition 1's is in flight
     assert producers.may_resume()  # nothing replaced yet
     assert out.flush({}) == {0, 1}  # 1's record was purged with the old producer
