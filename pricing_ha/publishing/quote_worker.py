@@ -40,6 +40,7 @@ from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
+from pricing_ha.kafka.replay_backoff import ReplayBackoff, is_permanent
 from pricing_ha.member.worker import COMMITTED_TIMEOUT_S, FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
@@ -88,13 +89,14 @@ class _Pending:
     object per share, not a closure per record).
     """
 
-    __slots__ = ("failed", "first", "last", "outstanding", "stats")
+    __slots__ = ("failed", "first", "last", "outstanding", "permanent", "stats")
 
     def __init__(self, first: int, stats: PublisherStats) -> None:
         self.first = first
         self.last = first
         self.outstanding = 0
         self.failed = False
+        self.permanent = False  # a failure that a replay will meet again (backed off)
         self.stats = stats
 
     def delivered(self, err: KafkaError | None, _msg: Message) -> None:
@@ -103,6 +105,7 @@ class _Pending:
         if err is not None:
             # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
             self.failed = True
+            self.permanent = self.permanent or is_permanent(err)
             self.stats.delivery_failures += 1
 
     def settled(self) -> None:
@@ -172,6 +175,7 @@ class QuoteWorker(PartitionWorker):
         self._tally.declare(range(cfg.topics.partitions))
         # partition -> its shares of batches whose output is not settled yet, oldest first
         self._pending: dict[int, deque[_Pending]] = {}
+        self._replays = ReplayBackoff()
         # Replaced when a delivery error says it is wedged (pricing_ha.kafka.producers): what
         # it held is purged, its callbacks mark the partitions failed, and they are replayed.
         self.producer: ReplaceableProducer[ProducerClient] = ReplaceableProducer(
@@ -210,6 +214,7 @@ class QuoteWorker(PartitionWorker):
         if self._pending.get(partition):
             self._wait_for_output()
         self._pending.pop(partition, None)
+        self._replays.forget(partition)
         self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.quotes, partition)])
         self._guards.pop(partition, None)
         self._tally.forget_partition(partition)
@@ -262,6 +267,8 @@ class QuoteWorker(PartitionWorker):
                 continue
             if partition not in self.active or partition in skipped:
                 continue
+            if self._replays.holds(partition):
+                continue  # its replay waits out a backoff (re-read from there after)
             if not self.leads(partition):
                 # Leadership ended between two quotes: stop at once. The position is not
                 # committed past this quote, so whoever leads next starts from here.
@@ -290,17 +297,27 @@ class QuoteWorker(PartitionWorker):
         # Before the commits: replacing a wedged producer fails what it still held.
         self._recover()
         topics = self._cfg.topics
+        now = time.monotonic()
+        for partition, offset in self._replays.due(now):
+            self.consumer.seek(TopicPartition(topics.quotes, partition, offset))
         commits = []
         for partition, queue in self._pending.items():
             upto: int | None = None
             while queue and queue[0].outstanding <= 0 and not queue[0].failed:
                 upto = queue.popleft().last + 1
+                self._replays.delivered(partition)
             if any(share.failed for share in queue):
                 # Output failed: replay from the first quote of the first share not known to
-                # be delivered (duplicates are harmless: the relay drops them).
+                # be delivered (duplicates are harmless: the relay drops them); after a
+                # permanent error again, not at once (pricing_ha.kafka.replay_backoff).
                 failed_at = queue[0].first
+                permanent = any(share.permanent for share in queue)
                 queue.clear()  # later acknowledgements of these shares are ignored
-                self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
+                wait_s = self._replays.failed(partition, permanent=permanent)
+                if wait_s > 0:
+                    self._replays.hold(partition, failed_at, now + wait_s)
+                else:
+                    self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
                 self._guards[partition] = SequenceGuard()
                 upto = failed_at if failed_at > 0 else None
             if upto is not None:
