@@ -39,6 +39,7 @@ from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.kafka.dead_letter import DeadLetters
 from pricing_ha.kafka.producers import PRODUCER_DEFAULTS, ConfigValue, ReplaceableProducer
+from pricing_ha.kafka.replay_backoff import ReplayBackoff, is_permanent
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 
 __all__ = ["OutputProducers"]
@@ -98,6 +99,9 @@ class OutputProducers:
         self._cfg = cfg
         self._stats = stats
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
+        self._permanent: set[int] = set()  # ... and of those, failed for good (not transient)
+        self._replays = ReplayBackoff()
+        self._resume_at = float("-inf")
         # partition -> (offset, monotonic time produced) of some acknowledged records
         self._appended: dict[int, deque[tuple[int, float]]] = {}
         self._unproven = False  # replaced, and the broker has not answered the new producer yet
@@ -170,12 +174,18 @@ class OutputProducers:
         """The delivery report of a record produced through these producers."""
         if err is None:
             self._note_appended(msg)
+            if self._replays.streaking():
+                partition = msg.partition()
+                if partition is not None:
+                    self._replays.delivered(partition)
             return
         # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
         partition = msg.partition()
         self._stats.delivery_failures += 1
         if partition is not None:
             self._failed.add(partition)
+            if is_permanent(err):
+                self._permanent.add(partition)
 
     def _note_appended(self, msg: Message) -> None:
         """Remember (sparsely) when a record was produced that landed at an offset."""
@@ -207,6 +217,14 @@ class OutputProducers:
             self._stats.producer_replacements = self.producer.replacements
             self._unproven = True
         failed, self._failed = self._failed, set()
+        if failed:
+            # Started over at once, unless output failed for good again: then not before a
+            # backoff (pricing_ha.kafka.replay_backoff), so a refusing broker is not spun on.
+            now = time.monotonic()
+            for partition in failed:
+                wait_s = self._replays.failed(partition, permanent=partition in self._permanent)
+                self._resume_at = max(self._resume_at, now + wait_s)
+            self._permanent.clear()
         return failed
 
     def mark_failed(self, partitions: set[int]) -> None:
@@ -220,10 +238,13 @@ class OutputProducers:
 
     def may_resume(self) -> bool:
         """Whether failed partitions may be started over: not until a replaced producer's
-        broker has answered a metadata request (asked at most every ``_PROBE_TIMEOUT_S``)."""
+        broker has answered a metadata request (asked at most every ``_PROBE_TIMEOUT_S``), nor
+        while backing off after output failed for good again (see :meth:`take_failed`)."""
+        now = time.monotonic()
+        if now < self._resume_at:
+            return False  # backing off after output failed for good twice in a row
         if not self._unproven:
             return True
-        now = time.monotonic()
         if now - self._probed_at < _PROBE_TIMEOUT_S:
             return False
         self._probed_at = now

@@ -74,6 +74,10 @@ class ReplayBackoff:
             return 0.0
         return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * float(2 ** min(streak - 2, 16)))
 
+    def streaking(self) -> bool:
+        """Whether any partition has a streak (cheap: asked per acknowledged record)."""
+        return bool(self._streak)
+
     def delivered(self, partition: int) -> None:
         """Output of ``partition`` was acknowledged: its streak ends."""
         self._streak.pop(partition, None)

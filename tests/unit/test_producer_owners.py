@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
     from neli import Neli
-from tests.unit.producer_fakes import FakeProducer, make, timed_out
+from tests.unit.producer_fakes import FakeError, FakeProducer, make, timed_out
 
 
 class AnsweringProducer(FakeProducer):
@@ -136,3 +136,22 @@ def test_the_relays_fencing_producers_also_send_one_request_at_a_time() -> None:
     fence_config = configs[-1]
     assert fence_config["transactional.id"] == out.fences.transactional_id(0)
     assert fence_config["max.in.flight.requests.per.connection"] == 1
+
+
+def test_relay_output_failing_for_good_again_backs_off_before_starting_over() -> None:
+    """A partition whose output the broker refused for good starts over at once the first
+    time; refused again, not before a backoff; a timeout never delays it."""
+    producers = OutputProducers(AppConfig(), "r1", "pricing.relay.raw", stats=RelayStats())
+    refused = Message(topic="prices", partition=3, offset=-1, key=b"K", value=b"v")
+
+    def fail(err: object) -> set[int]:
+        producers.on_delivery(err, refused)  # type: ignore[arg-type]
+        return producers.take_failed()
+
+    assert fail(FakeError(KafkaError.TOPIC_AUTHORIZATION_FAILED)) == {3}
+    assert producers.may_resume()  # the first time: at once
+    assert fail(FakeError(KafkaError.TOPIC_AUTHORIZATION_FAILED)) == {3}
+    assert not producers.may_resume()
+    assert wait_for(producers.may_resume, 2.0, "the backoff to end", interval_s=0.02)
+    assert fail(timed_out()) == {3}
+    assert producers.may_resume()
