@@ -3,10 +3,11 @@
 :class:`QuoteWorker` does the Kafka work of one publisher member (:mod:`.publisher`), all of
 it in one worker thread (:mod:`pricing_ha.member.worker`): for every partition k it leads, it
 consumes ``md.quotes[k]``, prices each quote (:mod:`.pricing`) and produces the canonical bytes
-to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the reason. Quote
+to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the reason, by the rule
+every role shares (:mod:`pricing_ha.kafka.dead_letter`). Quote
 positions are committed to :func:`quotes_group_id` only after everything produced for them, and
 for every quote before them, is acknowledged. A batch's output is not waited for before the
-next batch is read: each partition's share of a batch (:class:`_Pending`) counts down as
+next batch is read: each partition's share of a batch (:class:`~.shares.Share`) counts down as
 acknowledgements arrive through delivery callbacks, and positions are committed as they settle.
 
 A price producer that a delivery error shows to be finished
@@ -28,7 +29,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
@@ -40,10 +40,11 @@ from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
-from pricing_ha.kafka.replay_backoff import ReplayBackoff, is_permanent
+from pricing_ha.kafka.replay_backoff import ReplayBackoff
 from pricing_ha.member.worker import COMMITTED_TIMEOUT_S, FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
+from pricing_ha.publishing.shares import PublisherStats, Share
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import (
     TRACEPARENT,
@@ -66,51 +67,6 @@ MESSAGE_TIMEOUT_MS = int(FLUSH_TIMEOUT_S * 1000 * 2 / 3)
 def quotes_group_id(group: str) -> str:
     """The consumer group holding publishing group ``group``'s committed quote positions."""
     return f"pricing.{group}.quotes"
-
-
-@dataclass
-class PublisherStats:
-    """Counters of one member (read by status and metrics)."""
-
-    priced: int = 0
-    dead_lettered: int = 0
-    not_leader_skips: int = 0
-    delivery_failures: int = 0  # records the broker refused or that expired
-    flush_timeouts: int = 0  # batches replayed because output was still unacknowledged
-    producer_replacements: int = 0  # wedged price producers replaced (their batches replayed)
-    seq_gaps: int = 0
-    per_partition: dict[int, int] = field(default_factory=dict)
-
-
-class _Pending:
-    """One partition's share of a batch: its quote offsets and prices not yet acknowledged.
-
-    Its :meth:`delivered` is the delivery callback of every record the share produced (one
-    object per share, not a closure per record).
-    """
-
-    __slots__ = ("failed", "first", "last", "outstanding", "permanent", "stats")
-
-    def __init__(self, first: int, stats: PublisherStats) -> None:
-        self.first = first
-        self.last = first
-        self.outstanding = 0
-        self.failed = False
-        self.permanent = False  # a failure that a replay will meet again (backed off)
-        self.stats = stats
-
-    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
-        """Count one record settled; an error fails the share (its quotes are replayed)."""
-        self.outstanding -= 1
-        if err is not None:
-            # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
-            self.failed = True
-            self.permanent = self.permanent or is_permanent(err)
-            self.stats.delivery_failures += 1
-
-    def settled(self) -> None:
-        """Count one dead letter settled (delivered or given up: its quote is done with)."""
-        self.outstanding -= 1
 
 
 class QuoteWorker(PartitionWorker):
@@ -174,7 +130,7 @@ class QuoteWorker(PartitionWorker):
         )
         self._tally.declare(range(cfg.topics.partitions))
         # partition -> its shares of batches whose output is not settled yet, oldest first
-        self._pending: dict[int, deque[_Pending]] = {}
+        self._pending: dict[int, deque[Share]] = {}
         self._replays = ReplayBackoff()
         # Replaced when a delivery error says it is wedged (pricing_ha.kafka.producers): what
         # it held is purged, its callbacks mark the partitions failed, and they are replayed.
@@ -251,14 +207,14 @@ class QuoteWorker(PartitionWorker):
         """Price a batch and queue the prices; commit the positions already acknowledged.
 
         The batch's output is not waited for: each partition's share of the batch becomes a
-        :class:`_Pending` whose records count down as their acknowledgements arrive, and a
+        :class:`Share` whose records count down as their acknowledgements arrive, and a
         position is committed only when every earlier share of that partition is
         acknowledged too (:meth:`_settle`). Waiting here (a flush per batch) would leave the
         consumer idle for a broker round trip per batch and send one small produce request
         per batch, which is what bounded throughput before.
         """
         skipped: set[int] = set()
-        shares: dict[int, _Pending] = {}
+        shares: dict[int, Share] = {}
         for msg in batch:
             err = msg.error()
             partition = msg.partition()
@@ -280,7 +236,7 @@ class QuoteWorker(PartitionWorker):
                 continue
             share = shares.get(partition)
             if share is None:
-                share = shares[partition] = _Pending(offset, self.stats)
+                share = shares[partition] = Share(offset, self.stats)
                 self._pending.setdefault(partition, deque()).append(share)
             share.last = offset
             share.outstanding += 1
@@ -352,7 +308,7 @@ class QuoteWorker(PartitionWorker):
                 continue
             return
 
-    def _handle(self, msg: Message, partition: int, offset: int, share: _Pending) -> None:
+    def _handle(self, msg: Message, partition: int, offset: int, share: Share) -> None:
         topics = self._cfg.topics
         parent = sampled_context(msg.headers())
         if parent is None:  # the common case: no span objects at all
@@ -377,7 +333,7 @@ class QuoteWorker(PartitionWorker):
         msg: Message,
         partition: int,
         offset: int,
-        share: _Pending,
+        share: Share,
         process: Span | None,
     ) -> None:
         topics = self._cfg.topics
