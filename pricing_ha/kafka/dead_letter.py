@@ -53,6 +53,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ProducerClient
 from pricing_ha.kafka.rate_limited import RateLimitedLog
+from pricing_ha.kafka.replay_backoff import TRANSIENT_ERRORS
 
 __all__ = [
     "FIRST_BACKOFF_S",
@@ -86,24 +87,6 @@ MAX_BACKOFF_S = 5.0
 _ELLIPSIS = "…".encode()
 
 _SIZE_ERRORS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
-_RETRIABLE_ERRORS = frozenset(
-    {
-        KafkaError._MSG_TIMED_OUT,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._QUEUE_FULL,
-        KafkaError._PURGE_QUEUE,
-        KafkaError._PURGE_INFLIGHT,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.NOT_ENOUGH_REPLICAS,
-        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        KafkaError.KAFKA_STORAGE_ERROR,
-    }
-)
 
 
 def bounded_reason(reason: str, limit: int = MAX_REASON_BYTES) -> bytes:
@@ -182,7 +165,7 @@ def failure_kind(err: Any) -> str:
     code = err.code()
     if code in _SIZE_ERRORS:
         return "size"
-    if code in _RETRIABLE_ERRORS or err.retriable():
+    if code in TRANSIENT_ERRORS or err.retriable():
         return "retriable"
     return "permanent"
 

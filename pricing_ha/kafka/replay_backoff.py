@@ -18,12 +18,19 @@ from confluent_kafka import KafkaError
 
 from pricing_ha.kafka.producers import producer_is_wedged
 
-__all__ = ["FIRST_BACKOFF_S", "MAX_BACKOFF_S", "ReplayBackoff", "is_permanent"]
+__all__ = [
+    "FIRST_BACKOFF_S",
+    "MAX_BACKOFF_S",
+    "TRANSIENT_ERRORS",
+    "ReplayBackoff",
+    "is_permanent",
+]
 
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 10.0
 
-_TRANSIENT = frozenset(
+#: Delivery errors that a later attempt may not meet (dead letters retry them too).
+TRANSIENT_ERRORS = frozenset(
     {
         KafkaError._MSG_TIMED_OUT,
         KafkaError._TIMED_OUT,
@@ -37,6 +44,8 @@ _TRANSIENT = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.NOT_ENOUGH_REPLICAS,
         KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError._QUEUE_FULL,
     }
 )
 
@@ -45,7 +54,7 @@ def is_permanent(err: Any) -> bool:
     """Whether a delivery error of an idempotent producer will recur on a replay: not a
     transient one, and not one that replacing the producer cures
     (:func:`~pricing_ha.kafka.producers.producer_is_wedged`)."""
-    if err.code() in _TRANSIENT or err.retriable():
+    if err.code() in TRANSIENT_ERRORS or err.retriable():
         return False
     return producer_is_wedged(err, idempotent=True, transactional=False) is None
 
