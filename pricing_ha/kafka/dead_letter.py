@@ -181,40 +181,19 @@ class DeadLetterStats:
     lost: int = 0  # given up (permanent error or out of attempts): settled unwritten
 
 
+@dataclass(slots=True, eq=False)
 class _Letter:
     """One dead letter until it is settled."""
 
-    __slots__ = (
-        "attempts",
-        "cap",
-        "due",
-        "key",
-        "offset",
-        "on_settled",
-        "partition",
-        "reason",
-        "value",
-    )
-
-    def __init__(
-        self,
-        partition: int,
-        offset: int,
-        *,
-        key: str | bytes | None,
-        value: str | bytes | None,
-        reason: str,
-        on_settled: Callable[[], object] | None,
-    ) -> None:
-        self.partition = partition
-        self.offset = offset
-        self.key = key
-        self.value = value
-        self.reason = reason
-        self.on_settled = on_settled
-        self.attempts = 0
-        self.cap = 0  # index into SHRINKING_CAPS
-        self.due = 0.0
+    partition: int
+    offset: int
+    key: str | bytes | None
+    value: str | bytes | None
+    reason: str
+    on_settled: Callable[[], object] | None
+    attempts: int = 0
+    cap: int = 0  # index into SHRINKING_CAPS
+    due: float = 0.0
 
 
 class DeadLetters:
@@ -295,9 +274,7 @@ class DeadLetters:
         Never raises for a record: ``on_settled`` runs once its fate is decided (at once if
         it is given up at once).
         """
-        letter = _Letter(
-            partition, offset, key=key, value=value, reason=reason, on_settled=on_settled
-        )
+        letter = _Letter(partition, offset, key, value, reason, on_settled)
         self.stats.sent += 1
         self._unsettled[id(letter)] = letter
         self._attempt(letter)
