@@ -52,7 +52,6 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.producers import ConfigValue, ProducerClient
-from pricing_ha.kafka.rate_limited import RateLimitedLog
 from pricing_ha.kafka.replay_backoff import TRANSIENT_ERRORS
 
 __all__ = [
@@ -83,6 +82,7 @@ MAX_ATTEMPTS = 5
 """Most attempts at a dead letter failing with retriable errors before it is given up."""
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
+_REPORT_INTERVAL_S = 10.0
 
 _ELLIPSIS = "…".encode()
 
@@ -242,7 +242,11 @@ class DeadLetters:
         self._unsettled: dict[int, _Letter] = {}
         self._retry: list[_Letter] = []
         self.stats = DeadLetterStats()
-        self._lost_log = RateLimitedLog(logger, level=logging.ERROR, clock=clock)
+        self._log = logger
+        # Lost dead letters: one line per _REPORT_INTERVAL_S at most (a flood of them must not
+        # become a flood of lines), saying how many there were since the last.
+        self._reported_at = float("-inf")
+        self._unreported = 0
 
     # -- state --------------------------------------------------------------------------------
 
@@ -331,18 +335,28 @@ class DeadLetters:
             self._retry.append(letter)
             return
         self.stats.lost += 1
-        self._lost_log(
+        self._report_lost(letter, err)
+        self._settle(letter)
+
+    def _report_lost(self, letter: _Letter, err: Any) -> None:
+        now = self._clock()
+        if now - self._reported_at < _REPORT_INTERVAL_S:
+            self._unreported += 1
+            return
+        self._log.error(
             "dead letter of %s[%d]@%d to %s given up after %d attempt(s): %s; the input moves "
-            "on (%d dead letters lost in all)",
+            "on (%d more given up since the last such line, %d in all)",
             self.source_topic,
             letter.partition,
             letter.offset,
             self.topic,
             letter.attempts,
             err.name(),
+            self._unreported,
             self.stats.lost,
         )
-        self._settle(letter)
+        self._reported_at = now
+        self._unreported = 0
 
     def _settle(self, letter: _Letter) -> None:
         if self._unsettled.pop(id(letter), None) is None:

@@ -44,12 +44,12 @@ from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import header_int, is_control
-from pricing_ha.kafka.rate_limited import RateLimitedLog
 from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.telemetry import SubscriberTelemetry
 from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["ConsumerLike", "Delivery", "Subscriber"]
 
@@ -217,6 +217,11 @@ class Subscriber:
         # The relay's output is in order already: a 0 s window delivers a jump at once.
         window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
         self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
+        # A broken or hostile topic can repeat one problem per record: one line per interval.
+        self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
+        # As many instruments as the relay admits over every partition (``[limits]``): a flood
+        # of new names on prices.raw (direct mode) cannot grow the arbiter without limit.
+        self._max_instruments = cfg.topics.partitions * cfg.limits.max_instruments_per_partition
         self.stats = SubscriberStats(
             direct=direct,
             topic=self.topic,
@@ -231,8 +236,6 @@ class Subscriber:
             telemetry, topic=self.topic, group_id=self.group_id, direct=direct
         )
         self._telemetry.declare(range(cfg.topics.partitions))
-        # Bad records are counted in stats; a flood of them logs a line now and then.
-        self._warn = RateLimitedLog(log)
 
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
         """Runs a librdkafka call on the consumer's own thread."""
@@ -344,10 +347,10 @@ class Subscriber:
         err = msg.error()
         if err is not None:
             self.stats.errors += 1
-            self._warn("consumer error on %s: %s", self.topic, err)
+            self._warnings.warn("consumer error", "consumer error on %s: %s", self.topic, err)
             return
         key = msg.key()
-        if key is None and is_control(msg.headers()):
+        if is_control(key, msg.headers()):
             return  # a relay's takeover marker, not a price
         if self._keys is not None and key not in self._keys:
             return
@@ -355,17 +358,38 @@ class Subscriber:
             price = decode_price(msg.value())
         except InvalidPriceError as exc:
             self.stats.invalid += 1
-            self._warn("undecodable price at %s/%s: %s", msg.partition(), msg.offset(), exc)
+            self._warnings.warn(
+                "undecodable",
+                "undecodable price at %s/%s: %s",
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
             return
         if key is not None and key != price.instrument.encode():
             self.stats.invalid += 1
-            self._warn("price of %r under key %r", price.instrument[:64], key[:64])
+            self._warnings.warn("wrong key", "price of %s under key %r", price.instrument, key)
+            return
+        arbiter = self.arbiter
+        if (
+            not arbiter.knows(price.instrument)
+            and arbiter.instrument_count() >= self._max_instruments
+        ):
+            self.stats.invalid += 1
+            self._warnings.warn(
+                "instrument limit",
+                "price of a new instrument refused: %d instruments already (limits)",
+                self._max_instruments,
+            )
             return
         source, publish_ns, traceparent, bad = _headers(msg)
         if bad:
             self.stats.bad_headers += 1
-            self._warn(
-                "price at %s/%s: malformed publish_ns ignored", msg.partition(), msg.offset()
+            self._warnings.warn(
+                "bad headers",
+                "price at %s/%s: malformed publish_ns ignored",
+                msg.partition(),
+                msg.offset(),
             )
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
         span = self._telemetry.start_process(
@@ -376,7 +400,6 @@ class Subscriber:
             seq=price.seq,
             source=source,
         )
-        arbiter = self.arbiter
         dropped = arbiter.duplicates
         emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
         if arbiter.duplicates != dropped:
@@ -396,7 +419,9 @@ class Subscriber:
         for e in emissions:
             c = e.item
             if e.gap_before:
-                log.warning("%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq)
+                self._warnings.warn(
+                    "gap", "%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq
+                )
             if e.switched_from is not None:
                 log.info("%s: publisher switch %s -> %s", e.instrument, e.switched_from, e.source)
             delivery = Delivery(

@@ -103,7 +103,9 @@ def test_parse_raw_record_returns_a_record_or_its_own_error(
     """Any key, value and headers on prices.raw: parsed or InvalidPriceError."""
     msg = message(key, value, hdrs)
     try:
-        instrument, seq, _source, _source_ns, publish_ns = parse_raw_record(msg, msg.headers())
+        instrument, seq, _source, _source_ns, publish_ns, _value = parse_raw_record(
+            msg, msg.headers()
+        )
     except InvalidPriceError:
         return
     assert isinstance(instrument, str)
@@ -117,14 +119,14 @@ def test_the_standby_reads_any_price_record(
 ) -> None:
     """seq_of on any record: an (instrument, seq) within int64, or None."""
     msg = message(key, value, hdrs)
-    got = seq_of(msg, msg.headers())
+    got = seq_of(msg)
     assert got is None or 0 <= got[1] < 2**63
 
 
 @given(headers, st.sampled_from([b"takeover", b"release", b"handover", b"kept", b"probe"]))
 def test_the_standby_folds_any_control_record(hdrs: list[tuple[str, Any]], kind: bytes) -> None:
     """Any headers on a control record fold into the view without raising."""
-    control = control_kind([(CONTROL_HEADER, kind), *hdrs])
+    control = control_kind(None, [(CONTROL_HEADER, kind), *hdrs])
     assert control is not None
     view = PartitionView()
     view.fold_control(5, control[0], control[1], 1.0)

@@ -53,7 +53,7 @@ def test_a_raw_price_with_malformed_headers_is_invalid_not_a_crash(
 def test_well_formed_headers_are_read() -> None:
     """Group, member and publish_ns of a well-formed raw price are what the relay uses."""
     msg = raw([("group", b"p1"), ("member", b"m"), ("publish_ns", b"123"), ("x", b"\xff")])
-    assert parse_raw_record(msg, msg.headers()) == ("EURUSD", 7, "p1/m", 5, 123)
+    assert parse_raw_record(msg, msg.headers())[:5] == ("EURUSD", 7, "p1/m", 5, 123)
 
 
 def test_header_dict_is_total() -> None:
@@ -80,7 +80,7 @@ def test_the_standby_reads_the_seq_of_a_price_with_a_bad_seq_header_from_its_val
         value=VALUE,
         headers=[("seq", seq_header)],
     )
-    assert seq_of(msg, msg.headers()) == ("EURUSD", 7)
+    assert seq_of(msg) == ("EURUSD", 7)
 
 
 def test_the_standby_tail_survives_hostile_records_on_prices() -> None:
