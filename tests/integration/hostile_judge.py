@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -129,9 +129,10 @@ class Sent:
 
 @dataclass
 class Verdicts:
-    """Failures per class (an empty list: the class passed)."""
+    """Failures per class (an empty list: the class passed), and what became of its records."""
 
     failures: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    fates: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     def fail(self, kind: str, what: str) -> None:
         """Record one failure of ``kind``."""
@@ -143,7 +144,8 @@ class Verdicts:
         for kind in classes:
             got = self.failures.get(kind, [])
             fate = FATES[kind].value if kind in FATES else ""
-            verdict = "ok" if not got else f"FAIL ({len(got)}): " + "; ".join(got[:3])
+            seen = ", ".join(f"{n} {fate}" for fate, n in sorted(self.fates[kind].items()))
+            verdict = f"ok ({seen})" if not got else f"FAIL ({len(got)}): " + "; ".join(got[:3])
             lines.append(f"  {kind:<30} {verdict}" + (f"   [{fate}]" if got and fate else ""))
         return "\n".join(lines)
 
@@ -357,6 +359,14 @@ def _judge_real(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) ->
             v.fail(kind, f"a price of {instrument} with seq 2^63-1 on prices")
 
 
+def _outcome(dead_lettered: bool, on_prices: int, relay_dead_lettered: bool) -> str:
+    if dead_lettered:
+        return "dead-lettered"
+    if on_prices:
+        return "on prices"
+    return "dead-lettered by the relay" if relay_dead_lettered else "missing"
+
+
 def _judge_fates(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) -> None:
     dlqs = {"quotes": by_source(run.dlq), "raw": by_source(run.raw_dlq)}
     # A quote's price may be dead-lettered downstream, by the relay (an instrument limit, a seq
@@ -370,6 +380,11 @@ def _judge_fates(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) -
             continue
         where = f"{s.role} {s.partition}:{s.offset}"
         letters = dlqs[s.role].get((s.partition, s.offset), [])
+        may_price = fate is not Fate.DEAD_LETTER
+        on = len(per.get(s.instrument or "", [])) if may_price else 0
+        downstream = held_max if s.kind.endswith("seq_max") else relay_dead_names
+        relayed_dead = (may_price or s.kind.endswith("seq_max")) and s.instrument in downstream
+        v.fates[s.kind][_outcome(bool(letters), on, relayed_dead)] += 1
         for letter in letters:
             if (why := bad_reason(letter)) is not None:
                 v.fail(s.kind, f"dead letter of {where}: {why}")
@@ -384,7 +399,6 @@ def _judge_fates(run: Run, per: dict[str, list[tuple[int, int]]], v: Verdicts) -
             elif not letters:
                 v.fail(s.kind, f"{where} not dead-lettered by a relay")
             continue
-        on = len(per.get(s.instrument or "", []))
         if on > 1:
             v.fail(s.kind, f"{s.instrument} on prices {on} times")
         elif on == 0 and not letters and s.instrument not in relay_dead_names:

@@ -256,6 +256,7 @@ def test_hostile_mix_costs_no_real_price(
     watch = Watch(c, ["p1-a", "p2-a", "relay-r1", "relay-r2", "sub-relay", "sub-direct"])
     feed = c.feed(instruments=INSTRUMENTS, rate=RATE_HZ, duration=HOSTILE_S + 4)
     mix = _mix_for(c)
+    print(f"hostile: the feed's instruments {mix.real}, epoch {mix.epoch}")
     sender = Sender(c.bootstrap, c.topics)
     start_ms = time.time_ns() // 1_000_000
     _send(mix, sender, watch)
