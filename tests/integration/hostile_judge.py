@@ -145,7 +145,11 @@ class Verdicts:
             got = self.failures.get(kind, [])
             fate = FATES[kind].value if kind in FATES else ""
             seen = ", ".join(f"{n} {fate}" for fate, n in sorted(self.fates[kind].items()))
-            verdict = f"ok ({seen})" if not got else f"FAIL ({len(got)}): " + "; ".join(got[:3])
+            verdict = (
+                ("ok" + (f" ({seen})" if seen else ""))
+                if not got
+                else f"FAIL ({len(got)}): " + "; ".join(got[:3])
+            )
             lines.append(f"  {kind:<30} {verdict}" + (f"   [{fate}]" if got and fate else ""))
         return "\n".join(lines)
 

@@ -14,7 +14,8 @@ fresh ``read_committed`` consumers judge, per class:
   reason of at most 256 bytes; or, where the class allows it, on ``prices`` once with only the
   relay's own headers;
 * NELI records (no dead-letter topic): every group's genuine members still lead every
-  partition afterwards (from their heartbeats, decoded by the judge itself).
+  partition afterwards (from their heartbeats, decoded by the judge itself), and every role
+  process counted refused NELI records (``pricing_ha.neli.heartbeats.rejected`` on /metrics).
 
 ``PRICING_HA_HOSTILE_S`` shortens the run and ``PRICING_HA_HOSTILE_CLASSES=k1,k2`` sends only
 those classes, to see one class's effect on its own (diagnosis; CI runs the whole minute).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.member.health import read_health_file
 from pricing_ha.publishing.publisher import neli_group_id
 from tests.integration.hostile import ROLES, HostileMix, HostileRecord
 from tests.integration.hostile_judge import (
@@ -220,6 +223,34 @@ def _send(mix: HostileMix, sender: Sender, watch: Watch) -> None:
     print(f"hostile: {len(sender.sent)} records sent in {took:.1f} s, {refused}")
 
 
+def _member(c: PricingCluster, name: str, *args: str) -> None:
+    """Start a role process that writes where its /metrics listens (``health-<name>.json``)."""
+    c.cli(name, *args, "--health-file", str(c.workdir / f"health-{name}.json"))
+
+
+REFUSED = re.compile(
+    r"^pricing_ha_neli_heartbeats_rejected_total\{(.*)\} ([0-9.e+]+)$", re.MULTILINE
+)
+
+
+def _refused(c: PricingCluster, name: str) -> dict[str, float]:
+    """Refused NELI records by reason (``pricing_ha.neli.heartbeats.rejected``) of a process."""
+    url = read_health_file(c.workdir / f"health-{name}.json")
+    if url is None or not c.members[name].alive():
+        return {}
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for labels, value in REFUSED.findall(text):
+        reason = re.search(r'reason="([^"]*)"', labels)
+        key = reason[1] if reason else labels
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
 def _leading(c: PricingCluster, groups: dict[str, str]) -> str | None:
     """Why the groups' genuine members do not lead every partition (bounded wait), or ``None``.
 
@@ -246,10 +277,10 @@ def test_hostile_mix_costs_no_real_price(
     """1,000 hostile records/s for 60 s: no exit, real prices once each, every hostile fate."""
     c = PricingCluster(procs, bootstrap, tmp_path, partitions=PARTITIONS)
     c.create_topics()
-    c.publisher("p1", "a")
-    c.publisher("p2", "a")
-    c.relay("r1")
-    c.relay("r2")
+    for g in ("p1", "p2"):
+        _member(c, f"{g}-a", "run", "--group", c.group(g), "--member", "a")
+    for r in ("r1", "r2"):
+        _member(c, f"relay-{r}", "dedupe", "--group", c.group("relay"), "--member", r)
     c.wait_led(["p1", "p2", "relay"])
     c.cli("sub-relay", "subscribe", "--from-beginning")
     c.cli("sub-direct", "subscribe", "--direct", "--from-beginning")
@@ -263,6 +294,12 @@ def test_hostile_mix_costs_no_real_price(
     end_ms = time.time_ns() // 1_000_000
     assert feed.wait(60) == 0, feed.log_tail()
     led = _leading(c, mix.groups)
+    refused = {name: _refused(c, name) for name in ("p1-a", "p2-a", "relay-r1", "relay-r2")}
+    print(f"hostile: NELI records refused, per process and reason: {refused}")
+    if any(mix.wanted(k) for k in ROLES if k.startswith("neli.")):
+        uncounted = sorted(name for name, counts in refused.items() if not sum(counts.values()))
+        if uncounted and led is None:
+            led = f"no refused NELI record counted by {uncounted}"
     real = _real_quotes(c, {(s.partition, s.offset) for s in sender.sent if s.role == "quotes"})
     assert sorted(real) == mix.real, sorted(real)
 
