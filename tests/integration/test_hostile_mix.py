@@ -293,20 +293,20 @@ def test_hostile_mix_costs_no_real_price(
     _send(mix, sender, watch)
     end_ms = time.time_ns() // 1_000_000
     assert feed.wait(60) == 0, feed.log_tail()
-    led = _leading(c, mix.groups)
+    neli_problem = _leading(c, mix.groups)
     refused = {name: _refused(c, name) for name in ("p1-a", "p2-a", "relay-r1", "relay-r2")}
     print(f"hostile: NELI records refused, per process and reason: {refused}")
     if any(mix.wanted(k) for k in ROLES if k.startswith("neli.")):
         uncounted = sorted(name for name, counts in refused.items() if not sum(counts.values()))
-        if uncounted and led is None:
-            led = f"no refused NELI record counted by {uncounted}"
+        if uncounted and neli_problem is None:
+            neli_problem = f"no refused NELI record counted by {uncounted}"
     real = _real_quotes(c, {(s.partition, s.offset) for s in sender.sent if s.role == "quotes"})
     assert sorted(real) == mix.real, sorted(real)
 
     deadline = time.monotonic() + (SETTLE_S if not watch.exits else 10.0)
     while True:  # until every fate is met, or the bound
         watch()
-        run = _read(c, sender, real, watch, led)
+        run = _read(c, sender, real, watch, neli_problem)
         verdicts = judge(run)
         if not verdicts.failed or time.monotonic() > deadline:
             break
