@@ -177,9 +177,16 @@ class QuoteWorker(PartitionWorker):
             logger=log,
         )
 
+    def _new_guard(self) -> SequenceGuard:
+        """A sequence guard with the configured bounds (``[sequence]``)."""
+        bounds = self._cfg.sequence
+        return SequenceGuard(
+            max_seq_jump=bounds.max_seq_jump, max_epoch_skew_ms=bounds.max_epoch_skew_ms
+        )
+
     def assign(self, partition: int) -> None:
         """Consume ``md.quotes[partition]`` from the group's committed position."""
-        self._guards[partition] = SequenceGuard()
+        self._guards[partition] = self._new_guard()
         topic = self._cfg.topics.quotes
         starts = committed_starts(self.consumer, topic, [partition], COMMITTED_TIMEOUT_S)
         self.consumer.incremental_assign(starts)
@@ -279,7 +286,7 @@ class QuoteWorker(PartitionWorker):
                 failed_at = queue[0].first
                 queue.clear()  # later acknowledgements of these shares are ignored
                 self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
-                self._guards[partition] = SequenceGuard()
+                self._guards[partition] = self._new_guard()
                 upto = failed_at if failed_at > 0 else None
             if upto is not None:
                 commits.append(TopicPartition(topics.quotes, partition, upto))
@@ -342,7 +349,7 @@ class QuoteWorker(PartitionWorker):
         topics = self._cfg.topics
         try:
             quote = parse_quote(msg.value(), msg.key())
-            check = self._guards[partition].check(quote.instrument, quote.seq)
+            check = self._guards[partition].check(quote.instrument, quote.seq, quote.epoch)
             if not check.ok:
                 raise InvalidQuoteError(check.reason or "bad sequence")
             self.stats.seq_gaps += check.gap
