@@ -27,7 +27,7 @@ further ahead                 held until the missing ones arrive, or until it ha
 
 **Bounds** (when given :class:`Bounds`). Before that table, a *suspect* position is held
 apart until the other group confirms it (a copy of the same position from a source of another
-group: the part of ``source`` before ``/``), and then placed as above:
+group: the part of ``source`` before its last ``/``), and then placed as above:
 
 * *hard*: its epoch is more than ``max_epoch_skew_ms`` ahead of the wall clock, or its seq
   jumps more than ``max_seq_jump`` ahead of ``hw`` in ``hw``'s epoch, or more than
@@ -157,7 +157,7 @@ class _Line(Generic[T]):
 
 
 def _group(source: str) -> str:
-    return source.partition("/")[0]
+    return source.rsplit("/", 1)[0]
 
 
 def _successor(hw: int, pos: int) -> bool:
@@ -213,7 +213,7 @@ class Arbiter(Generic[T]):
     # -- the hot path -------------------------------------------------------------------------
 
     def offer(
-        self, instrument: str, seq: int, item: T, source: str, now: float, epoch: int = 0
+        self, instrument: str, seq: int, item: T, source: str, now: float, *, epoch: int = 0
     ) -> list[Emission[T]]:
         """Offers one copy; returns what it releases (usually one emission or none).
 
@@ -246,12 +246,12 @@ class Arbiter(Generic[T]):
                     return out  # the same group again confirms nothing
                 del line.suspects[pos]
                 self.confirmed += 1
-                self._place(line, pos, suspect[0], suspect[1], now, out)
+                self._place(line, pos, suspect[0], suspect[1], now, out=out)
                 self._after(line, now, out)
                 return out
         if self.bounds is not None and self._suspect(line, pos, item, source, now):
             return self._expire_line(line, now) if self.reorder_window_s <= 0 else out
-        self._place(line, pos, item, source, now, out)
+        self._place(line, pos, item, source, now, out=out)
         self._after(line, now, out)
         return out
 
@@ -281,7 +281,7 @@ class Arbiter(Generic[T]):
         return True
 
     def _place(
-        self, line: _Line[T], pos: int, item: T, source: str, now: float, out: list[Emission[T]]
+        self, line: _Line[T], pos: int, item: T, source: str, now: float, *, out: list[Emission[T]]
     ) -> None:
         """Emits ``pos`` if it continues the line (or starts it), else holds it for the window."""
         if line.hw == 0 or _successor(line.hw, pos):
@@ -320,7 +320,7 @@ class Arbiter(Generic[T]):
             )
             if reason is None and epoch_of(pos) == epoch_of(line.hw):
                 item, source = line.suspects.pop(pos)[:2]
-                self._place(line, pos, item, source, now, out)
+                self._place(line, pos, item, source, now, out=out)
         if not line.suspects:
             line.suspects = _NO_SUSPECTS
         self._reschedule(line)
@@ -391,7 +391,7 @@ class Arbiter(Generic[T]):
             if pos <= line.hw:
                 continue  # overtaken: a copy at or below the mark
             if not hard and line.emits == emits:
-                self._place(line, pos, item, source, now, out)
+                self._place(line, pos, item, source, now, out=out)
                 continue
             self.unconfirmed += 1
             why = "the current epoch went on" if not hard else "no copy from another group"

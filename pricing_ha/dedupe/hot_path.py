@@ -33,20 +33,23 @@ import time
 from collections.abc import Callable, Set
 
 from confluent_kafka import Message, TopicPartition
+from opentelemetry import trace
 
-from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.arbitration import Arbiter, Bounds
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
 from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.kafka.headers import header_list
+from pricing_ha.publishing.epochs import describe
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
 
 __all__ = ["HotPath"]
 
 log = logging.getLogger("pricing_ha.relay")
+_tracer = trace.get_tracer("pricing_ha.relay")
 
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 
@@ -60,12 +63,15 @@ class HotPath:
         read_ahead: input read ahead of a takeover, replayed first.
         restarts: the partitions started over in place.
         window_s: the arbiters' reorder window.
+        bounds: the arbiters' bounds on unconfirmed copies (``None``: none).
         may_emit: whether a partition may be emitted on at this instant.
         handing_over: whether a partition is being handed over (a pause is logged as such).
         asked: whether a partition being handed over has been asked for by its successor.
         active: the partitions the worker works on (shared).
         drop: ends a partition's work (flush, release, stop reading).
         commit: commits input positions (asynchronously, as the worker does).
+        resets: the operator's mark resets the standby tail read on a partition after an offset
+            (:meth:`.standby.StandbyTail.resets_after`; :mod:`.mark_reset`).
     """
 
     def __init__(
@@ -76,12 +82,14 @@ class HotPath:
         restarts: Restarts,
         *,
         window_s: float,
+        bounds: Bounds | None = None,
         may_emit: Callable[[int], bool],
         handing_over: Callable[[int], bool],
         asked: Callable[[int], bool],
         active: Set[int],
         drop: Callable[[int], None],
         commit: Callable[[list[TopicPartition]], None],
+        resets: Callable[[int, int], list[tuple[int, str]]] = lambda _p, _o: [],
     ) -> None:
         """Nothing is worked on yet."""
         self._out = out
@@ -89,29 +97,34 @@ class HotPath:
         self._read_ahead = read_ahead
         self._restarts = restarts
         self._window_s = window_s
+        self._bounds = bounds
         self._may_emit = may_emit
         self._handing_over = handing_over
         self._asked = asked
         self._active = active
         self._drop = drop
         self._commit_async = commit
+        self._resets = resets
+        self._marks_at: dict[int, int] = {}  # partition -> offset its marks were taken below
         #: The arbiter of each partition worked on.
         self.arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
 
-    def take_up(self, partition: int, high: dict[str, int]) -> None:
-        """``partition`` was taken over from the high-water marks ``high``; its first record
-        processed is logged."""
-        self.arbitrate_from(partition, high)
+    def take_up(self, partition: int, high: dict[str, int], since: int = -1) -> None:
+        """``partition`` was taken over from the high-water marks ``high`` (those below offset
+        ``since`` of ``prices``); its first record processed is logged."""
+        self.arbitrate_from(partition, high, since)
         self._first_price[partition] = time.monotonic()
 
-    def arbitrate_from(self, partition: int, high: dict[str, int]) -> None:
-        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``."""
-        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+    def arbitrate_from(self, partition: int, high: dict[str, int], since: int = -1) -> None:
+        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``
+        (those below offset ``since`` of ``prices``: later resets still apply)."""
+        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s, self._bounds)
         for instrument, seq in high.items():
             arbiter.set_high_water(instrument, seq)
         self.arbiters[partition] = arbiter
+        self._marks_at[partition] = since
         self._out.track(partition, arbiter)
 
     def forget(self, partition: int) -> None:
@@ -119,6 +132,7 @@ class HotPath:
         self._paused.pop(partition, None)
         self._first_price.pop(partition, None)
         self.arbiters.pop(partition, None)
+        self._marks_at.pop(partition, None)
 
     def process(self, batch: list[Message]) -> None:
         """Arbitrate a batch, emit, flush, commit what is safe to commit."""
@@ -147,7 +161,9 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+                instrument, seq, source, source_ns, publish_ns, epoch = parse_raw_record(
+                    msg, raw_headers
+                )
             except InvalidPriceError as exc:
                 out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
@@ -162,9 +178,10 @@ class HotPath:
             )
             parent = sampled_context(raw_headers)
             if parent is None:  # the common case: no span objects at all
-                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+                emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
+                ok = out.emit(partition, emissions)
             else:
-                what = (instrument, seq, source)
+                what = (instrument, seq, source, epoch)
                 ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
             if not ok:
                 lost.add(partition)
@@ -215,12 +232,42 @@ class HotPath:
                 time.monotonic() - since,
             )
 
+    def _reset_marks(self, partition: int, arbiter: Arbiter[RawPrice]) -> None:
+        """Apply the operator's resets read on ``prices[partition]`` above the offset this
+        arbiter's marks were taken below (:mod:`.mark_reset`), each logged and traced."""
+        for offset, instrument in self._resets(partition, self._marks_at.get(partition, -1)):
+            self._marks_at[partition] = offset
+            mark = arbiter.reset_mark(instrument)
+            self._out.stats.marks_reset += 1
+            shown = "none" if mark is None else describe(mark)
+            log.warning(
+                "mark of %s on partition %d reset by an operator (prices offset %d; was %s)",
+                instrument,
+                partition,
+                offset,
+                shown,
+            )
+            _tracer.start_span(
+                f"relay.reset-mark {instrument}",
+                attributes={
+                    "pricing_ha.instrument": instrument,
+                    "pricing_ha.mark_before": shown,
+                    "messaging.destination.partition.id": str(partition),
+                    "messaging.kafka.offset": offset,
+                },
+            ).end()
+
     def _expire(self, now: float, lost: set[int]) -> None:
         for partition, arbiter in list(self.arbiters.items()):
             if partition in lost or not self._may_emit(partition):
                 continue  # paused: expired later, or dropped
+            self._reset_marks(partition, arbiter)
             if not self._out.emit(partition, arbiter.expire(now)):
                 lost.add(partition)
+            for item, reason in arbiter.take_rejected():
+                # Out of bounds and not confirmed by the other group: it must not move the
+                # instrument's mark (docs/architecture.md, "Sequence epochs").
+                self._out.reject(partition, item, reason)
 
     def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
         """Rewind partitions that stopped being led mid-batch to their first unread record.

@@ -196,13 +196,14 @@ class RelayOutput:
         arbiter: Arbiter[RawPrice],
         partition: int,
         item: RawPrice,
-        what: tuple[str, int, str],
+        what: tuple[str, int, str, int],
         *,
         parent: Context,
         now: float,
     ) -> bool:
-        """Offer one sampled record (instrument, seq, source) and emit, in its process span."""
-        instrument, seq, source = what
+        """Offer one sampled record (instrument, seq, source, epoch) and emit, in its process
+        span."""
+        instrument, seq, source, epoch = what
         process = self._path.start_process(
             self._cfg.topics.raw,
             parent,
@@ -215,7 +216,7 @@ class RelayOutput:
         try:
             item = dataclasses.replace(item, trace=child_context(process))
             duplicates = arbiter.duplicates
-            emissions = arbiter.offer(instrument, seq, item, source, now)
+            emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
             if any(e.item is item for e in emissions):
                 outcome = "emitted"
             else:
@@ -239,6 +240,26 @@ class RelayOutput:
                 ("source.topic", self._cfg.topics.raw.encode()),
                 ("source.partition", str(partition).encode()),
                 ("source.offset", str(offset).encode()),
+                ("relay", self._member.encode()),
+            ],
+            on_delivery=self._on_delivery,
+        )
+
+    def reject(self, partition: int, item: RawPrice, reason: str) -> None:
+        """Send a raw price the arbiter rejected (out of bounds, unconfirmed) to the raw
+        dead-letter topic, with the reason."""
+        self.stats.unconfirmed += 1
+        log.warning("dead-lettered from prices.raw[%d]: %s", partition, reason)
+        self._producers.producer.produce(
+            self._cfg.topics.raw_dlq,
+            key=item.key,
+            value=item.value,
+            partition=partition,
+            headers=[
+                ("reason", reason.encode()[:256]),
+                ("source.topic", self._cfg.topics.raw.encode()),
+                ("source.partition", str(partition).encode()),
+                ("source.offset", str(item.offset).encode()),
                 ("relay", self._member.encode()),
             ],
             on_delivery=self._on_delivery,

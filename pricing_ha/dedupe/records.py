@@ -56,12 +56,13 @@ def parse_raw(msg: Message) -> tuple[str, int, str]:
     Raises:
         InvalidPriceError: the record is not a valid price.
     """
-    instrument, seq, source, _, _ = parse_raw_record(msg, msg.headers())
+    instrument, seq, source, _, _, _ = parse_raw_record(msg, msg.headers())
     return instrument, seq, source
 
 
-def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str, int, int]:
-    """Instrument, seq, source, source time and ``publish_ns`` (0 if absent) of a raw price.
+def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str, int, int, int]:
+    """Instrument, seq, source, source time, ``publish_ns`` (0 if absent) and epoch of a raw
+    price.
 
     Args:
         msg: the record.
@@ -87,4 +88,4 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str,
     source = f"{headers.get('group', '?')}/{headers.get('member', '?')}"
     published = headers.get("publish_ns", "")
     publish_ns = int(published) if published.isdigit() else 0
-    return instrument, price.seq, source, price.source_time_ns, publish_ns
+    return instrument, price.seq, source, price.source_time_ns, publish_ns, price.epoch

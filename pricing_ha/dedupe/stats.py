@@ -28,3 +28,5 @@ class RelayStats:
     switches: int = 0
     producer_replacements: int = 0  # wedged output producers replaced (partitions started over)
     checkpoints: int = 0  # checkpoint records written to prices
+    unconfirmed: int = 0  # raw prices out of bounds, not confirmed by the other group (DLQ)
+    marks_reset: int = 0  # instruments' marks reset by an operator (pricing-ha dedupe reset-mark)

@@ -395,9 +395,7 @@ def run_configured_feed(
             f"replaying {sum(per_instrument.values())} quotes of {len(per_instrument)} "
             f"instruments from {replay}"
         )
-        quotes: Iterable[Quote] = (
-            dataclasses.replace(q, epoch=epoch) for q in read_replay(replay)
-        )
+        quotes: Iterable[Quote] = (dataclasses.replace(q, epoch=epoch) for q in read_replay(replay))
         total_rate = rate * len(per_instrument)
     else:
         symbols = feed_symbols(cfg.feed)

@@ -76,7 +76,8 @@ def out_of_bounds(
     """
     epoch, seq = epoch_of(pos), seq_in_epoch(pos)
     if epoch > now_ms + max_epoch_skew_ms:
-        return f"epoch {epoch} is {epoch - now_ms} ms ahead of the clock (bound {max_epoch_skew_ms})"
+        ahead = epoch - now_ms
+        return f"epoch {epoch} is {ahead} ms ahead of the clock (bound {max_epoch_skew_ms})"
     base = seq_in_epoch(mark) if mark and epoch_of(mark) == epoch else 0
     if seq - base > max_seq_jump:
         where = "in its epoch" if base else "from the epoch's start"

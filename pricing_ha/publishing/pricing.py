@@ -109,7 +109,7 @@ class Price:
 
     @property
     def position(self) -> int:
-        """``(epoch, seq)`` as one ordered integer (:func:`pricing_ha.publishing.epochs.position`)."""
+        """``(epoch, seq)`` as one ordered integer (:mod:`pricing_ha.publishing.epochs`)."""
         return position(self.epoch, self.seq)
 
 

@@ -119,7 +119,7 @@ def test_encoding_is_canonical() -> None:
     p = Price(instrument="EURUSD", seq=3, bid=1.1, ask=1.2, mid=1.15, source_time_ns=9)
     assert encode_price(p) == (
         b'{"ask":1.2,"bid":1.1,"epoch":0,"instrument":"EURUSD","mid":1.15,"seq":3,'
-            b'"source_time_ns":9}'
+        b'"source_time_ns":9}'
     )
 
 
