@@ -42,7 +42,7 @@ def test_positions_order_as_epoch_then_seq(a: tuple[int, int], b: tuple[int, int
 
 
 def test_bounds_name_the_jump_and_the_epoch_skew() -> None:
-    """out_of_bounds refuses a jump past the bound, a far-future epoch; a new epoch counts from 0."""
+    """out_of_bounds refuses a jump past the bound and a far-future epoch; new epochs count from 0."""
     mark = position(E1, 100)
     kw = {"now_ms": NOW_MS, "max_seq_jump": JUMP, "max_epoch_skew_ms": 60_000}
     assert out_of_bounds(mark, position(E1, 100 + JUMP), **kw) is None
@@ -63,7 +63,8 @@ def test_a_forged_max_seq_from_one_group_never_moves_the_mark() -> None:
     assert _pairs(out) == [(E1, 1), (E1, 2), (E1, 3)]
     rejected = arb.take_rejected()
     assert [item for item, _ in rejected] == ["forged"]
-    assert "jumps by" in rejected[0][1] and "not confirmed" in rejected[0][1]
+    assert "jumps by" in rejected[0][1]
+    assert "not confirmed" in rejected[0][1]
     assert arb.high_water("X") == position(E1, 3)
     assert (arb.gaps, arb.unconfirmed) == (0, 1)
 
@@ -85,7 +86,8 @@ def test_a_jump_both_groups_publish_is_confirmed_at_once() -> None:
     assert arb.offer("X", 5000, "a", "p1/a", 0.1, epoch=E1) == []
     assert arb.offer("X", 5000, "b", "p2/b", 0.1, epoch=E1) == []  # confirmed: now a gap
     out = arb.expire(0.6)
-    assert _pairs(out) == [(E1, 5000)] and out[0].gap_before == 4998
+    assert _pairs(out) == [(E1, 5000)]
+    assert out[0].gap_before == 4998
     assert (arb.confirmed, arb.take_rejected()) == (1, [])
 
 
@@ -109,7 +111,8 @@ def test_a_feed_restart_is_emitted_as_soon_as_the_other_group_confirms() -> None
     out += _both(arb, 2, E2, 1.02)
     out += _both(arb, 900, E1, 1.03)  # a late copy of the old epoch: a duplicate
     assert _pairs(out) == [(E2, 1), (E2, 2)]
-    assert out[0].gap_before == 0 and arb.gaps == 0
+    assert out[0].gap_before == 0
+    assert arb.gaps == 0
 
 
 def test_a_feed_restart_seen_by_one_group_resumes_after_one_window() -> None:

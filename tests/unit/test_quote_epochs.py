@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from pricing_ha.feed.producer import feed_epoch
-from pricing_ha.feed.sources import SyntheticMarket
 from pricing_ha.config import AppConfig, FeedConfig, SequenceConfig
 from pricing_ha.errors import ConfigError
+from pricing_ha.feed.producer import feed_epoch
+from pricing_ha.feed.sources import SyntheticMarket
 from pricing_ha.publishing.epochs import position
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price, encode_price
 from pricing_ha.publishing.quotes import (
@@ -54,7 +54,8 @@ def test_a_restarted_feed_is_accepted_from_seq_1_of_its_new_epoch() -> None:
     guard = _guard()
     assert guard.check("X", 900, E1).ok
     check = guard.check("X", 1, E2)
-    assert check.ok and check.gap == 0
+    assert check.ok
+    assert check.gap == 0
     assert guard.last("X") == position(E2, 1)
     assert "backward seq 901@" in (guard.check("X", 901, E1).reason or "")
 
@@ -76,7 +77,8 @@ def test_a_real_jump_costs_one_quote_when_the_next_continues_from_it() -> None:
     assert guard.check("X", 10, E1).ok
     assert not guard.check("X", 5000, E1).ok
     check = guard.check("X", 5001, E1)
-    assert check.ok and check.gap == 4990
+    assert check.ok
+    assert check.gap == 4990
 
 
 def test_an_epoch_far_ahead_of_the_clock_is_always_refused() -> None:

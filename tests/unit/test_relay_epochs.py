@@ -45,7 +45,8 @@ def test_a_checkpoint_carries_epoch_marks_and_reads_old_plain_marks() -> None:
     doc = orjson.loads(view.encode())
     assert doc["high"] == {"X": [E2, 3], "OLD": 42}
     back = PartitionView.decode(view.encode(), offset=7)
-    assert back is not None and back.high == view.high
+    assert back is not None
+    assert back.high == view.high
     bad = view.encode().replace(b"[%d,3]" % E2, b"[-1,3]")
     assert PartitionView.decode(bad, offset=7) is None
 
@@ -80,4 +81,5 @@ def test_a_checkpoint_after_a_reset_resumes_a_joiner_without_the_mark() -> None:
     log.append(0, key=None, value=got[0], headers=[(CONTROL_HEADER, CHECKPOINT)])
     joiner = tail_of(log, token="r1/new", resume=True)
     read_to_end(joiner, log)
-    assert joiner.resumed and joiner.views[0].high == {"Y": position(E1, 1)}
+    assert joiner.resumed
+    assert joiner.views[0].high == {"Y": position(E1, 1)}
