@@ -42,7 +42,7 @@ def test_positions_order_as_epoch_then_seq(a: tuple[int, int], b: tuple[int, int
 
 
 def test_bounds_name_the_jump_and_the_epoch_skew() -> None:
-    """out_of_bounds refuses a jump past the bound and a far-future epoch; new epochs count from 0."""
+    """Jumps past the bound and far-future epochs are out of bounds; new epochs count from 0."""
     mark = position(E1, 100)
     kw = {"now_ms": NOW_MS, "max_seq_jump": JUMP, "max_epoch_skew_ms": 60_000}
     assert out_of_bounds(mark, position(E1, 100 + JUMP), **kw) is None
