@@ -16,12 +16,14 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
+from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 
 
 @dataclass
 class _Line:
     count: int = 0
     last_seq: int = 0
+    last_epoch: int = 0
     duplicates: int = 0
     gaps: int = 0
     last_arrival: float = 0.0
@@ -88,7 +90,7 @@ class LiveView:
                     if msg.topic() == self._neli_topic:
                         self._on_heartbeat(msg.value())
                     else:
-                        self._on_price(msg.key(), header_dict(msg.headers()))
+                        self._on_price(msg.key(), header_dict(msg.headers()), msg.value())
         finally:
             self._consumer.close()
 
@@ -102,21 +104,28 @@ class LiveView:
             if seen is None or hb.sent_wall >= seen.sent_wall:
                 self._members[hb.member_id] = hb
 
-    def _on_price(self, key: str | bytes | None, headers: dict[str, str]) -> None:
+    def _on_price(
+        self, key: str | bytes | None, headers: dict[str, str], value: str | bytes | None
+    ) -> None:
         if key is None or "seq" not in headers:
             return
         instrument = key.decode() if isinstance(key, bytes) else key
         seq = int(headers["seq"])
+        try:  # a restarted feed numbers from 1 again, in a later epoch
+            epoch = decode_price(value.encode() if isinstance(value, str) else value).epoch
+        except InvalidPriceError:
+            epoch = 0
         with self._lock:
             self._relayed += 1
             line = self._lines.setdefault(instrument, _Line())
-            if seq <= line.last_seq:
+            if (epoch, seq) <= (line.last_epoch, line.last_seq):
                 line.duplicates += 1
                 return
-            if line.last_seq and seq > line.last_seq + 1:
-                line.gaps += seq - line.last_seq - 1
+            base = line.last_seq if epoch == line.last_epoch else 0
+            if line.last_seq and seq > base + 1:
+                line.gaps += seq - base - 1
             line.count += 1
-            line.last_seq = seq
+            line.last_seq, line.last_epoch = seq, epoch
             line.last_arrival = time.monotonic()
             line.relay = headers.get("relay", "")
 
