@@ -59,110 +59,23 @@ than one seq behind loses the instrument, one that merely loses a race does not.
 from __future__ import annotations
 
 import heapq
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from collections.abc import Iterable
+from typing import Generic, TypeVar
 
+from pricing_ha.dedupe._lines import (
+    NO_SUSPECTS,
+    NOTHING_HELD,
+    Bounds,
+    Emission,
+    Line,
+    group_of,
+    successor,
+)
 from pricing_ha.publishing.epochs import SEQ_BITS, describe, epoch_of, out_of_bounds, seq_in_epoch
 
 __all__ = ["Arbiter", "Bounds", "Emission"]
 
 T = TypeVar("T")
-
-
-class Emission(NamedTuple, Generic[T]):
-    """One item released by the arbiter, in seq order for its instrument.
-
-    A named tuple rather than a frozen dataclass: just as immutable, and about three times
-    cheaper to create, which matters at one per price on the relay's hot path.
-
-    Attributes:
-        instrument: the instrument (Kafka key).
-        seq: the source sequence number.
-        item: the caller's payload, as offered (the winning copy).
-        source: who offered the winning copy, e.g. ``"p1/a"``.
-        gap_before: seqs declared missing right before this one (0 normally).
-        switched_from: the previous primary source if this emission is a publisher switch,
-            else ``None`` (see the module docstring).
-        silence_s: time since this instrument's previous emission (0.0 for its first).
-        dropped_since_switch: duplicates dropped for this instrument since its previous
-            switch (or since it was first seen).
-        epoch: the source's epoch (0: none).
-    """
-
-    instrument: str
-    seq: int
-    item: T
-    source: str
-    gap_before: int
-    switched_from: str | None
-    silence_s: float
-    dropped_since_switch: int
-    epoch: int = 0
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Bounds:
-    """How far one copy may move a mark unconfirmed (``[sequence]``; see the module docstring).
-
-    Attributes:
-        max_seq_jump: the largest forward step in seq (a later epoch: from 0).
-        max_epoch_skew_ms: how far an epoch may be ahead of ``clock_ms()``.
-        clock_ms: the wall clock, Unix milliseconds.
-    """
-
-    max_seq_jump: int
-    max_epoch_skew_ms: int
-    clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
-
-
-# The ``held`` of every line that holds nothing: one shared, never-written empty dict, so an
-# instrument costs no dict of its own until it holds something (64 bytes each otherwise, about
-# a quarter of a line). A line gets a private dict on its first held item and gives it back
-# when it empties. Nothing writes through this object: see ``Arbiter.offer``.
-_NOTHING_HELD: dict[int, tuple[Any, str, float]] = {}
-# The same for suspects: position -> (item, source, arrival, reason, hard, emitted at arrival)
-_NO_SUSPECTS: dict[int, tuple[Any, str, float, str, bool, int]] = {}
-
-
-class _Line(Generic[T]):
-    """The arbitration state of one instrument."""
-
-    __slots__ = (
-        "deadline",
-        "dropped",
-        "emits",
-        "held",
-        "hw",
-        "instrument",
-        "last_emit",
-        "primary",
-        "primary_seq",
-        "suspects",
-    )
-
-    def __init__(self, instrument: str) -> None:
-        self.instrument = instrument
-        self.hw = 0  # highest position emitted or set (0: none)
-        # seq -> (item, source, arrival); the shared empty dict while nothing is held
-        self.held: dict[int, tuple[T, str, float]] = _NOTHING_HELD
-        self.deadline = 0.0  # when the oldest held item's window ends (if any are held)
-        self.primary = ""  # "" until the first emission
-        self.primary_seq = 0  # highest seq offered by the primary
-        self.last_emit = 0.0
-        self.dropped = 0
-        self.emits = 0
-        self.suspects: dict[int, tuple[T, str, float, str, bool, int]] = _NO_SUSPECTS
-
-
-def _group(source: str) -> str:
-    return source.rsplit("/", 1)[0]
-
-
-def _successor(hw: int, pos: int) -> bool:
-    """Whether ``pos`` comes right after ``hw``: the next seq, or seq 1 of a later epoch."""
-    return pos == hw + 1 or (seq_in_epoch(pos) == 1 and epoch_of(pos) > epoch_of(hw))
 
 
 class Arbiter(Generic[T]):
@@ -201,7 +114,7 @@ class Arbiter(Generic[T]):
         self.suspects = 0
         self.confirmed = 0
         self.unconfirmed = 0
-        self._lines: dict[str, _Line[T]] = {}
+        self._lines: dict[str, Line[T]] = {}
         self._deadlines: list[tuple[float, str]] = []  # heap; stale entries skipped lazily
         self.emitted = 0
         self.duplicates = 0
@@ -228,7 +141,7 @@ class Arbiter(Generic[T]):
         pos = (epoch << SEQ_BITS) | seq
         line = self._lines.get(instrument)
         if line is None:
-            line = self._lines[instrument] = _Line(instrument)
+            line = self._lines[instrument] = Line(instrument)
         if source == line.primary and pos > line.primary_seq:
             line.primary_seq = pos
         hw = line.hw
@@ -242,7 +155,7 @@ class Arbiter(Generic[T]):
             if suspect is not None:
                 self.duplicates += 1
                 line.dropped += 1
-                if _group(suspect[1]) == _group(source):
+                if group_of(suspect[1]) == group_of(source):
                     return out  # the same group again confirms nothing
                 del line.suspects[pos]
                 self.confirmed += 1
@@ -255,7 +168,7 @@ class Arbiter(Generic[T]):
         self._after(line, now, out)
         return out
 
-    def _suspect(self, line: _Line[T], pos: int, item: T, source: str, now: float) -> bool:
+    def _suspect(self, line: Line[T], pos: int, item: T, source: str, now: float) -> bool:
         """Holds ``pos`` apart if it is out of bounds; returns whether it did."""
         bounds = self.bounds
         assert bounds is not None
@@ -271,7 +184,7 @@ class Arbiter(Generic[T]):
             reason = f"a new epoch (from {epoch_of(line.hw)})"
         if reason is None:
             return False
-        if line.suspects is _NO_SUSPECTS:
+        if line.suspects is NO_SUSPECTS:
             line.suspects = {}
         line.suspects[pos] = (item, source, now, reason, hard, line.emits)
         self.suspects += 1
@@ -281,22 +194,22 @@ class Arbiter(Generic[T]):
         return True
 
     def _place(
-        self, line: _Line[T], pos: int, item: T, source: str, now: float, *, out: list[Emission[T]]
+        self, line: Line[T], pos: int, item: T, source: str, now: float, *, out: list[Emission[T]]
     ) -> None:
         """Emits ``pos`` if it continues the line (or starts it), else holds it for the window."""
-        if line.hw == 0 or _successor(line.hw, pos):
+        if line.hw == 0 or successor(line.hw, pos):
             out.append(self._emit(line, pos, item, source, now))
             if line.held:
                 self._release_contiguous(line, now, out)
             return
-        if line.held is _NOTHING_HELD:
+        if line.held is NOTHING_HELD:
             line.held = {}
         line.held[pos] = (item, source, now)
         if self.reorder_window_s > 0 and len(line.held) == 1 and not line.suspects:
             line.deadline = now + self.reorder_window_s
             heapq.heappush(self._deadlines, (line.deadline, line.instrument))
 
-    def _after(self, line: _Line[T], now: float, out: list[Emission[T]]) -> None:
+    def _after(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
         """After an offer: with a zero window, release at once; re-examine suspects that an
         emission brought within bounds."""
         if line.held and self.reorder_window_s <= 0:
@@ -304,7 +217,7 @@ class Arbiter(Generic[T]):
         if out and line.suspects:
             self._recheck(line, now, out)
 
-    def _recheck(self, line: _Line[T], now: float, out: list[Emission[T]]) -> None:
+    def _recheck(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
         bounds = self.bounds
         assert bounds is not None
         for pos in sorted(line.suspects):
@@ -322,7 +235,7 @@ class Arbiter(Generic[T]):
                 item, source = line.suspects.pop(pos)[:2]
                 self._place(line, pos, item, source, now, out=out)
         if not line.suspects:
-            line.suspects = _NO_SUSPECTS
+            line.suspects = NO_SUSPECTS
         self._reschedule(line)
 
     def take_rejected(self) -> list[tuple[T, str]]:
@@ -331,7 +244,7 @@ class Arbiter(Generic[T]):
         return rejected
 
     def _emit(
-        self, line: _Line[T], pos: int, item: T, source: str, now: float, *, gap: int = 0
+        self, line: Line[T], pos: int, item: T, source: str, now: float, *, gap: int = 0
     ) -> Emission[T]:
         switched_from = None
         dropped = line.dropped
@@ -359,20 +272,20 @@ class Arbiter(Generic[T]):
 
     # -- holding and expiry -------------------------------------------------------------------
 
-    def _release_contiguous(self, line: _Line[T], now: float, out: list[Emission[T]]) -> None:
+    def _release_contiguous(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
         held = line.held
         while held:
             nxt = min(held)
-            if not _successor(line.hw, nxt):
+            if not successor(line.hw, nxt):
                 break
             item, source, _ = held.pop(nxt)
             self.reordered += 1
             out.append(self._emit(line, nxt, item, source, now))
         self._reschedule(line)
 
-    def _reschedule(self, line: _Line[T]) -> None:
+    def _reschedule(self, line: Line[T]) -> None:
         if not line.held:
-            line.held = _NOTHING_HELD  # its own (emptied) dict is freed
+            line.held = NOTHING_HELD  # its own (emptied) dict is freed
             if not line.suspects:
                 return
         arrivals = [arrival for _, _, arrival in line.held.values()]
@@ -382,7 +295,7 @@ class Arbiter(Generic[T]):
             line.deadline = deadline
             heapq.heappush(self._deadlines, (deadline, line.instrument))
 
-    def _decide_suspects(self, line: _Line[T], now: float, out: list[Emission[T]]) -> None:
+    def _decide_suspects(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
         """Suspects whose window has ended unconfirmed: accepted if soft and the line has
         been quiet since they came, else rejected (see the module docstring)."""
         window = self.reorder_window_s
@@ -403,9 +316,9 @@ class Arbiter(Generic[T]):
                 )
             )
         if not line.suspects:
-            line.suspects = _NO_SUSPECTS
+            line.suspects = NO_SUSPECTS
 
-    def _expire_line(self, line: _Line[T], now: float) -> list[Emission[T]]:
+    def _expire_line(self, line: Line[T], now: float) -> list[Emission[T]]:
         """Decides expired suspects, then releases every held item whose window has ended,
         declaring the gaps before them."""
         out: list[Emission[T]] = []
@@ -473,7 +386,7 @@ class Arbiter(Generic[T]):
         if line is None:
             if seq < 1:
                 return
-            line = self._lines[instrument] = _Line(instrument)
+            line = self._lines[instrument] = Line(instrument)
         if seq <= line.hw:
             return
         line.hw = seq
@@ -484,7 +397,7 @@ class Arbiter(Generic[T]):
         for s in [s for s in line.suspects if s <= seq]:
             del line.suspects[s]
         if not line.suspects:
-            line.suspects = _NO_SUSPECTS
+            line.suspects = NO_SUSPECTS
         self._reschedule(line)
 
     def reset_mark(self, instrument: str) -> int | None:
@@ -497,7 +410,7 @@ class Arbiter(Generic[T]):
         mark = line.hw or None
         line.hw = 0
         line.primary, line.primary_seq = "", 0
-        line.held, line.suspects = _NOTHING_HELD, _NO_SUSPECTS
+        line.held, line.suspects = NOTHING_HELD, NO_SUSPECTS
         return mark
 
     def high_water(self, instrument: str) -> int | None:

@@ -169,7 +169,8 @@ def test_a_restarted_feed_is_judged_by_epoch_then_seq() -> None:
         p = Price(
             instrument="A", seq=seq, bid=1.0, ask=1.1, mid=1.05, source_time_ns=1, epoch=epoch
         )
-        return Record(0, offset, b"A", encode_price(p), {"seq": str(seq)}, 1000 * (T0 + offset))
+        at_ms = int(1000 * (T0 + offset))
+        return Record(0, offset, b"A", encode_price(p), {"seq": str(seq)}, at_ms)
 
     records = [rec(0, 100, 1), rec(1, 100, 2), rec(2, 100, 3), rec(3, 200, 1), rec(4, 200, 2)]
     (line,) = judge({"A": 2}, records).instruments
