@@ -9,7 +9,9 @@ worker thread:
   partition's arbiter (:mod:`.arbitration`), and what the arbiter emits is produced
   (:mod:`.output`), a sampled record inside its spans. Records read ahead of a takeover
   (:mod:`.read_ahead`) come first;
-* records whose reorder window has passed are released, also while no input comes;
+* records whose reorder window has passed are released, also while no input comes; copies out
+  of bounds that the other group did not confirm go to the dead-letter topic with the reason,
+  and an operator's mark resets read by the standby tail are applied (:mod:`.mark_reset`);
 * the batch's output is flushed, and input positions are committed once their output is
   acknowledged and nothing before them is still held (:meth:`.raw_input.RawInput.commits`).
 
