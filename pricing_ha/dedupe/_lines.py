@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from pricing_ha.publishing.epochs import epoch_of, seq_in_epoch
+from pricing_ha.publishing.epochs import epoch_of, out_of_bounds, seq_in_epoch
 
 __all__ = ["NOTHING_HELD", "NO_SUSPECTS", "Bounds", "Emission", "Line", "group_of", "successor"]
 
@@ -64,6 +64,17 @@ class Bounds:
     max_seq_jump: int
     max_epoch_skew_ms: int
     clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+
+    def check(self, mark: int, pos: int) -> str | None:
+        """Why ``pos`` may not move ``mark`` unconfirmed, or ``None``
+        (:func:`pricing_ha.publishing.epochs.out_of_bounds`, on ``clock_ms()``)."""
+        return out_of_bounds(
+            mark,
+            pos,
+            now_ms=self.clock_ms(),
+            max_seq_jump=self.max_seq_jump,
+            max_epoch_skew_ms=self.max_epoch_skew_ms,
+        )
 
 
 # The ``held`` of every line that holds nothing: one shared, never-written empty dict, so an

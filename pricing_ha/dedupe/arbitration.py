@@ -71,7 +71,7 @@ from pricing_ha.dedupe._lines import (
     group_of,
     successor,
 )
-from pricing_ha.publishing.epochs import SEQ_BITS, describe, epoch_of, out_of_bounds, seq_in_epoch
+from pricing_ha.publishing.epochs import SEQ_BITS, describe, epoch_of, seq_in_epoch
 
 __all__ = ["Arbiter", "Bounds", "Emission"]
 
@@ -170,15 +170,8 @@ class Arbiter(Generic[T]):
 
     def _suspect(self, line: Line[T], pos: int, item: T, source: str, now: float) -> bool:
         """Holds ``pos`` apart if it is out of bounds; returns whether it did."""
-        bounds = self.bounds
-        assert bounds is not None
-        reason = out_of_bounds(
-            line.hw,
-            pos,
-            now_ms=bounds.clock_ms(),
-            max_seq_jump=bounds.max_seq_jump,
-            max_epoch_skew_ms=bounds.max_epoch_skew_ms,
-        )
+        assert self.bounds is not None
+        reason = self.bounds.check(line.hw, pos)
         hard = reason is not None and (line.hw > 0 or reason.startswith("epoch"))
         if reason is None and line.hw > 0 and epoch_of(pos) > epoch_of(line.hw):
             reason = f"a new epoch (from {epoch_of(line.hw)})"
@@ -218,19 +211,12 @@ class Arbiter(Generic[T]):
             self._recheck(line, now, out)
 
     def _recheck(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
-        bounds = self.bounds
-        assert bounds is not None
+        assert self.bounds is not None
         for pos in sorted(line.suspects):
             if pos <= line.hw:
                 del line.suspects[pos]
                 continue
-            reason = out_of_bounds(
-                line.hw,
-                pos,
-                now_ms=bounds.clock_ms(),
-                max_seq_jump=bounds.max_seq_jump,
-                max_epoch_skew_ms=bounds.max_epoch_skew_ms,
-            )
+            reason = self.bounds.check(line.hw, pos)
             if reason is None and epoch_of(pos) == epoch_of(line.hw):
                 item, source = line.suspects.pop(pos)[:2]
                 self._place(line, pos, item, source, now, out=out)
