@@ -15,7 +15,18 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from pricing_ha.publishing.epochs import epoch_of, out_of_bounds, seq_in_epoch
 
-__all__ = ["NOTHING_HELD", "NO_SUSPECTS", "Bounds", "Emission", "Line", "group_of", "successor"]
+__all__ = [
+    "CONTINUED",
+    "HARD",
+    "NOTHING_HELD",
+    "NO_SUSPECTS",
+    "QUIET",
+    "Bounds",
+    "Emission",
+    "Line",
+    "group_of",
+    "successor",
+]
 
 T = TypeVar("T")
 
@@ -83,8 +94,13 @@ class Bounds:
 # when it empties. Nothing writes through this object: see ``Arbiter.offer``
 # (:mod:`.arbitration`).
 NOTHING_HELD: dict[int, tuple[Any, str, float]] = {}
-# The same for suspects: position -> (item, source, arrival, reason, hard, emitted at arrival)
-NO_SUSPECTS: dict[int, tuple[Any, str, float, str, bool, int]] = {}
+# The same for suspects: position -> (item, source, arrival, reason, kind, emitted at arrival)
+NO_SUSPECTS: dict[int, tuple[Any, str, float, str, int, int]] = {}
+
+# What an unconfirmed suspect needs once its window ends (see :mod:`.arbitration`).
+HARD = 0  # nothing: it is rejected
+QUIET = 1  # the line emitted nothing since it came
+CONTINUED = 2  # a copy of the next seq came too
 
 
 class Line(Generic[T]):
@@ -114,7 +130,7 @@ class Line(Generic[T]):
         self.last_emit = 0.0
         self.dropped = 0
         self.emits = 0
-        self.suspects: dict[int, tuple[T, str, float, str, bool, int]] = NO_SUSPECTS
+        self.suspects: dict[int, tuple[T, str, float, str, int, int]] = NO_SUSPECTS
 
 
 def group_of(source: str) -> str:

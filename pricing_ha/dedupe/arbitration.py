@@ -33,10 +33,13 @@ group: the part of ``source`` before its last ``/``), and then placed as above:
   jumps more than ``max_seq_jump`` ahead of ``hw`` in ``hw``'s epoch, or more than
   ``max_seq_jump`` from 0 in a later epoch. Unconfirmed within the reorder window, it is
   *rejected* (:meth:`Arbiter.take_rejected`, for the caller to dead-letter with the reason).
-* *soft*: a later epoch within those bounds (a feed restart), or a first position beyond
-  ``max_seq_jump`` with no ``hw`` yet. Unconfirmed within the window, it is accepted if the
-  instrument emitted nothing meanwhile (the old epoch has gone quiet: a real restart seen
-  by one group only), else rejected (the current epoch goes on: a forged epoch).
+* *a new epoch*: a later epoch within those bounds (a feed restart). Unconfirmed within the
+  window, it is accepted if the instrument emitted nothing meanwhile (the old epoch has gone
+  quiet: a real restart seen by one group only), else rejected (the current epoch goes on: a
+  forged epoch).
+* *a first jump*: a first position beyond ``max_seq_jump`` with no ``hw`` yet (a new
+  instrument, a mark reset, a relay with no history of it). Unconfirmed within the window, it
+  is accepted if a copy of its next seq came too (the stream goes on from it), else rejected.
 
 Suspects that an emission brings within bounds (the next seqs of a new epoch once its first
 is accepted) are re-examined at once. So one forged record cannot move a mark beyond what
@@ -63,8 +66,11 @@ from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from pricing_ha.dedupe._lines import (
+    CONTINUED,
+    HARD,
     NO_SUSPECTS,
     NOTHING_HELD,
+    QUIET,
     Bounds,
     Emission,
     Line,
@@ -172,14 +178,16 @@ class Arbiter(Generic[T]):
         """Holds ``pos`` apart if it is out of bounds; returns whether it did."""
         assert self.bounds is not None
         reason = self.bounds.check(line.hw, pos)
-        hard = reason is not None and (line.hw > 0 or reason.startswith("epoch"))
-        if reason is None and line.hw > 0 and epoch_of(pos) > epoch_of(line.hw):
-            reason = f"a new epoch (from {epoch_of(line.hw)})"
+        kind = HARD
+        if reason is not None and line.hw == 0 and not reason.startswith("epoch"):
+            kind = CONTINUED
+        elif reason is None and line.hw > 0 and epoch_of(pos) > epoch_of(line.hw):
+            reason, kind = f"a new epoch (from {epoch_of(line.hw)})", QUIET
         if reason is None:
             return False
         if line.suspects is NO_SUSPECTS:
             line.suspects = {}
-        line.suspects[pos] = (item, source, now, reason, hard, line.emits)
+        line.suspects[pos] = (item, source, now, reason, kind, line.emits)
         self.suspects += 1
         if not line.held and len(line.suspects) == 1:
             line.deadline = now + self.reorder_window_s
@@ -187,9 +195,18 @@ class Arbiter(Generic[T]):
         return True
 
     def _place(
-        self, line: Line[T], pos: int, item: T, source: str, now: float, *, out: list[Emission[T]]
+        self,
+        line: Line[T],
+        pos: int,
+        item: T,
+        source: str,
+        now: float,
+        *,
+        out: list[Emission[T]],
+        since: float | None = None,
     ) -> None:
-        """Emits ``pos`` if it continues the line (or starts it), else holds it for the window."""
+        """Emits ``pos`` if it continues the line (or starts it), else holds it for the window
+        (counted from ``since``, when it came, if it has waited already as a suspect)."""
         if line.hw == 0 or successor(line.hw, pos):
             out.append(self._emit(line, pos, item, source, now))
             if line.held:
@@ -197,7 +214,7 @@ class Arbiter(Generic[T]):
             return
         if line.held is NOTHING_HELD:
             line.held = {}
-        line.held[pos] = (item, source, now)
+        line.held[pos] = (item, source, now if since is None else since)
         if self.reorder_window_s > 0 and len(line.held) == 1 and not line.suspects:
             line.deadline = now + self.reorder_window_s
             heapq.heappush(self._deadlines, (line.deadline, line.instrument))
@@ -282,18 +299,25 @@ class Arbiter(Generic[T]):
             heapq.heappush(self._deadlines, (deadline, line.instrument))
 
     def _decide_suspects(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
-        """Suspects whose window has ended unconfirmed: accepted if soft and the line has
-        been quiet since they came, else rejected (see the module docstring)."""
+        """Suspects whose window has ended unconfirmed: a new epoch accepted if the line has
+        been quiet since it came, a first jump if its next seq came too, the others rejected
+        (see the module docstring)."""
         window = self.reorder_window_s
         for pos in sorted(p for p, v in line.suspects.items() if v[2] + window <= now):
-            item, source, _, reason, hard, emits = line.suspects.pop(pos)
+            item, source, came, reason, kind, emits = line.suspects.pop(pos)
             if pos <= line.hw:
                 continue  # overtaken: a copy at or below the mark
-            if not hard and line.emits == emits:
-                self._place(line, pos, item, source, now, out=out)
+            if (kind == QUIET and line.emits == emits) or (
+                kind == CONTINUED and pos + 1 in line.suspects
+            ):
+                # It has waited its window: held, it is released below with the gap before it.
+                self._place(line, pos, item, source, now, out=out, since=came)
                 continue
             self.unconfirmed += 1
-            why = "the current epoch went on" if not hard else "no copy from another group"
+            why = {
+                QUIET: "the current epoch went on",
+                CONTINUED: "and nothing continued from it",
+            }.get(kind, "no copy from another group")
             self._rejected.append(
                 (
                     item,

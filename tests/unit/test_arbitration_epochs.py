@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -173,3 +175,50 @@ def test_without_epochs_positions_are_plain_seqs() -> None:
     arb = _arbiter()
     _both(arb, 5, 0, 0.0)
     assert arb.high_water("X") == 5
+
+
+_offers = st.lists(
+    st.tuples(
+        st.sampled_from([E1, E2, NOW_MS + 3_600_000]),  # the last: far ahead of the clock
+        st.one_of(st.integers(1, 30), st.just(MAX_SEQ), st.integers(1, 2 * JUMP)),
+        st.sampled_from(["p1/a", "p1/b", "p2/a"]),
+        st.floats(0.0, 0.3),
+    ),
+    max_size=60,
+)
+
+
+@given(_offers)
+def test_whatever_is_offered_positions_only_rise_and_no_lone_jump_is_emitted(
+    offers: list[tuple[int, int, str, float]],
+) -> None:
+    """Emitted (epoch, seq) strictly increase; a far-future epoch or seq 2^63-1 offered by one
+    group only is never emitted."""
+    arb = _arbiter()
+    now = 0.0
+    out: list[Emission[str]] = []
+    groups: dict[tuple[int, int], set[str]] = {}
+    for epoch, seq, source, step in offers:
+        now += step
+        out += arb.expire(now)
+        out += arb.offer("X", seq, source, source, now, epoch=epoch)
+        groups.setdefault((epoch, seq), set()).add(source.split("/")[0])
+    out += arb.expire(now + 10 * W)
+    got = _pairs(out)
+    assert all(a < b for a, b in itertools.pairwise(got))
+    for pair in got:
+        if pair[0] > NOW_MS + 60_000 or pair[1] == MAX_SEQ:
+            assert len(groups[pair]) == 2, pair
+    assert arb.held_count() == 0
+
+
+def test_a_first_jump_with_no_mark_needs_its_next_seq_from_one_group() -> None:
+    """With no mark, seq 50000 alone is rejected; 60000 followed by 60001 is accepted."""
+    arb = _arbiter()
+    assert arb.offer("X", 50_000, "lone", "p1/a", 0.0, epoch=E1) == []
+    assert arb.expire(W) == []
+    assert [item for item, _ in arb.take_rejected()] == ["lone"]
+    arb.offer("X", 60_000, "a", "p1/a", 1.0, epoch=E1)
+    arb.offer("X", 60_001, "b", "p1/a", 1.1, epoch=E1)
+    assert _pairs(arb.expire(1.0 + W)) == [(E1, 60_000), (E1, 60_001)]
+    assert arb.take_rejected() == []
