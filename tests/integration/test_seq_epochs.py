@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -16,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from pricing_ha.config import RelayConfig
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.telemetry.jsonl import load_spans
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.waiting import wait_for
 
@@ -237,10 +240,19 @@ def test_forged_max_seqs_on_quotes_and_raw_prices_do_not_stop_real_prices(
 
 
 def test_reset_mark_restores_an_instrument_and_survives_a_relay_restart(
-    cluster: PricingCluster,
+    cluster: PricingCluster, tmp_path: Path
 ) -> None:
     """A mark moved by a confirmed bad jump stops one instrument; reset-mark restores it, also
-    after the relay restarts."""
+    after the relay restarts; the operator's and the relay's spans record it."""
+    traces = tmp_path / "traces"
+    cluster.env.update(
+        {
+            "PRICING_HA__TELEMETRY__TRACES_DIR": str(traces),
+            "OTEL_SDK_DISABLED": "false",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
+        }
+    )
     _start(cluster, "r1")
     cluster.feed(instruments=4, rate=1 / TICK_S, duration=40)
     instrument, epoch = _flowing(cluster)
@@ -274,6 +286,13 @@ def test_reset_mark_restores_an_instrument_and_survives_a_relay_restart(
         return any(r.timestamp_ms > reset_at_ms and _key(r)[2] < bad for r in records)
 
     wait_for(resumed, 30, f"{instrument} to resume after the reset")
+
+    def spans(name: str) -> list[dict[str, Any]]:
+        files = sorted(traces.glob("*.jsonl"))
+        return [s for f in files for s in load_spans(f) if s["name"] == name]
+
+    assert spans(f"reset-mark {instrument}")  # the operator's, ended before the command exits
+    wait_for(lambda: bool(spans(f"relay.reset-mark {instrument}")), 30, "the relay's span")
     # A new relay rebuilds the marks from prices (checkpoints and tail): the reset holds.
     r2 = cluster.relay("r2")
     wait_for(lambda: "standby of" in r2.log_tail(200), 60, "r2's standby to open")
