@@ -448,6 +448,14 @@ class Arbiter(Generic[T]):
             for item in [v[0] for v in line.held.values()] + [v[0] for v in line.suspects.values()]
         ]
 
+    def knows(self, instrument: str) -> bool:
+        """Whether ``instrument`` has state here (a mark, held items)."""
+        return instrument in self._lines
+
+    def instrument_count(self) -> int:
+        """How many instruments have state here."""
+        return len(self._lines)
+
     def instruments(self) -> list[str]:
         """The instruments with state, in the order they were first seen."""
         return list(self._lines)

@@ -169,6 +169,7 @@ class RelayWorker(PartitionWorker):
             active=self.active,
             drop=self.drop,
             commit=self.commit_async,
+            limits=cfg.limits,
             resets=self.standby.resets_after,
         )
         self._next_tend = 0.0

@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.local.seqs import value_epoch, value_seq
 
 
 @dataclass
@@ -90,7 +90,7 @@ class LiveView:
                     if msg.topic() == self._neli_topic:
                         self._on_heartbeat(msg.value())
                     else:
-                        self._on_price(msg.key(), header_dict(msg.headers()), msg.value())
+                        self._on_price(msg.key(), msg.value(), header_dict(msg.headers()))
         finally:
             self._consumer.close()
 
@@ -105,16 +105,13 @@ class LiveView:
                 self._members[hb.member_id] = hb
 
     def _on_price(
-        self, key: str | bytes | None, headers: dict[str, str], value: str | bytes | None
+        self, key: str | bytes | None, value: bytes | None, headers: dict[str, str]
     ) -> None:
-        if key is None or "seq" not in headers:
+        seq = value_seq(key, value)  # from the value: a control record has none
+        if key is None or seq is None:
             return
         instrument = key.decode() if isinstance(key, bytes) else key
-        seq = int(headers["seq"])
-        try:  # a restarted feed numbers from 1 again, in a later epoch
-            epoch = decode_price(value.encode() if isinstance(value, str) else value).epoch
-        except InvalidPriceError:
-            epoch = 0
+        epoch = value_epoch(value)  # a restarted feed numbers from 1 again, in a later epoch
         with self._lock:
             self._relayed += 1
             line = self._lines.setdefault(instrument, _Line())

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pricing_ha.local.cluster import Record
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.local.seqs import value_epoch
 
 __all__ = [
     "Fault",
@@ -308,14 +308,10 @@ class Verdict:
         )
 
 
-def _position(r: Record) -> tuple[int, int]:
-    """``(epoch, seq)`` of a price record: the seq header, the epoch from the value (0 if it
-    has none; a restarted feed numbers from seq 1 in a new epoch)."""
-    try:
-        epoch = decode_price(r.value).epoch
-    except InvalidPriceError:
-        epoch = 0
-    return epoch, int(r.headers["seq"])
+def _position(r: Record, seq: int) -> tuple[int, int]:
+    """``(epoch, seq)`` of a price record whose value's seq is ``seq`` (its epoch 0 if it has
+    none; a restarted feed numbers from seq 1 in a new epoch)."""
+    return value_epoch(r.value), seq
 
 
 def silences(
@@ -332,13 +328,14 @@ def silences(
     seen: dict[str, set[tuple[int, int]]] = {}
     out: list[Silence] = []
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-        if r.key is None or "seq" not in r.headers:
+        seq = r.seq
+        if r.key is None or seq is None:
             continue
-        instrument, seq = r.key.decode(), _position(r)
+        instrument, position = r.key.decode(), _position(r, seq)
         have = seen.setdefault(instrument, set())
-        if seq in have:
+        if position in have:
             continue
-        have.add(seq)
+        have.add(position)
         t = r.timestamp_ms / 1000 - origin_wall_s
         prev = last.get(instrument)
         if prev is not None and t - prev[0] > over_s:
@@ -416,7 +413,7 @@ def judge(
     """
     by_instrument: dict[str, list[Record]] = {}
     for r in sorted(prices, key=lambda r: (r.partition, r.offset)):
-        if r.key is not None and "seq" in r.headers:
+        if r.key is not None and r.seq is not None:
             by_instrument.setdefault(r.key.decode(), []).append(r)
     raw_longest: dict[str, float] = {}
     # Every wait between first copies on prices.raw, read once: the longest per instrument,
@@ -431,7 +428,7 @@ def judge(
     out = []
     for instrument in sorted(expected.keys() | by_instrument.keys()):
         records = by_instrument.get(instrument, [])
-        seqs = [_position(r) for r in records]
+        seqs = [_position(r, seq) for r in records if (seq := r.seq) is not None]
         last = expected.get(instrument, 0)
         unique = set(seqs)
         latest = max((epoch for epoch, _ in unique), default=0)

@@ -178,10 +178,13 @@ class QuoteWorker(PartitionWorker):
         )
 
     def _new_guard(self) -> SequenceGuard:
-        """A sequence guard with the configured bounds (``[sequence]``)."""
+        """A partition's seq check, bounded by ``limits.max_instruments_per_partition``, with
+        the configured bounds on jumps (``[sequence]``)."""
         bounds = self._cfg.sequence
         return SequenceGuard(
-            max_seq_jump=bounds.max_seq_jump, max_epoch_skew_ms=bounds.max_epoch_skew_ms
+            self._cfg.limits.max_instruments_per_partition,
+            max_seq_jump=bounds.max_seq_jump,
+            max_epoch_skew_ms=bounds.max_epoch_skew_ms,
         )
 
     def assign(self, partition: int) -> None:

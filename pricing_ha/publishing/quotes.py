@@ -209,11 +209,18 @@ class SequenceGuard:
       (in the dead-letter topic, with the reason). Both groups see the same quotes in the same
       order, so both decide the same, and the relay sees the continuing quote from both.
 
+    It remembers at most ``limit`` instruments: past that, the least recently quoted one is
+    forgotten (``evicted`` counts them), so a flood of new names cannot grow it. Forgetting
+    loses nothing and duplicates nothing downstream: a forgotten instrument's next quote is
+    accepted as if first, and a repeated seq priced that way is dropped by the relay's mark,
+    which the relay never forgets.
+
     Not thread-safe: one guard per consuming task.
     """
 
     def __init__(
         self,
+        limit: int | None = None,
         *,
         max_seq_jump: int | None = None,
         max_epoch_skew_ms: int = 0,
@@ -222,17 +229,21 @@ class SequenceGuard:
         """Creates an empty guard.
 
         Args:
+            limit: the most instruments remembered (``limits.max_instruments_per_partition``).
             max_seq_jump: the largest forward jump accepted at once; ``None``: no bounds.
             max_epoch_skew_ms: how far ahead of ``clock_ms()`` an epoch may be (with bounds).
             clock_ms: the wall clock, Unix milliseconds (default: the system's).
         """
         self._last: dict[str, int] = {}
+        self._limit = limit
         self._jumped: dict[str, int] = {}  # instrument -> a rejected jump's position
         self._max_jump = max_seq_jump
         self._skew_ms = max_epoch_skew_ms
         self._clock_ms = clock_ms or _system_ms
         self.gaps = 0
         """Total sequence numbers skipped over all instruments since creation."""
+        self.evicted = 0
+        """Instruments forgotten to stay within ``limit``."""
 
     def check(self, instrument: str, seq: int, epoch: int = 0) -> SeqCheck:
         """Checks ``(epoch, seq)`` against the last accepted one and records it when accepted.
@@ -248,38 +259,60 @@ class SequenceGuard:
             gap (a new epoch's gap counts from its seq 1).
         """
         pos = position(epoch, seq)
-        last = self._last.get(instrument)
+        last_seqs = self._last
+        # Popped and put back: the dict's order is then least recently quoted first.
+        last = last_seqs.pop(instrument, None)
         if last is not None and pos <= last:
+            last_seqs[instrument] = last
             kind = "repeated" if pos == last else "backward"
             return SeqCheck(
                 f"{kind} seq {describe(pos)} for {instrument} (last accepted {describe(last)})"
             )
-        jumped = self._jumped.pop(instrument, None)
-        if self._max_jump is not None:
-            reason = out_of_bounds(
-                last or 0,
-                pos,
-                now_ms=self._clock_ms(),
-                max_seq_jump=self._max_jump,
-                max_epoch_skew_ms=self._skew_ms,
-            )
-            if reason is not None and reason.startswith("epoch"):
-                return SeqCheck(f"{instrument} seq {describe(pos)}: {reason}")
-            if reason is not None and last is not None and jumped != pos - 1:
-                self._jumped[instrument] = pos
-                return SeqCheck(
-                    f"{instrument} seq {describe(pos)}: {reason}; "
-                    "accepted only if the next quote continues from it"
-                )
+        refused = self._out_of_bounds(instrument, pos, last)
+        if refused is not None:
+            if last is not None:
+                last_seqs[instrument] = last
+            return SeqCheck(refused)
         if last is None:
             gap = 0
         elif epoch_of(last) == epoch:
             gap = seq - seq_in_epoch(last) - 1
         else:
             gap = seq - 1
-        self._last[instrument] = pos
+        last_seqs[instrument] = pos
+        if last is None and self._limit is not None and len(last_seqs) > self._limit:
+            oldest = next(iter(last_seqs))
+            del last_seqs[oldest]
+            self._jumped.pop(oldest, None)
+            self.evicted += 1
         self.gaps += gap
         return SeqCheck(None, gap)
+
+    def _out_of_bounds(self, instrument: str, pos: int, last: int | None) -> str | None:
+        """Why ``pos`` is refused by the bounds (see the class docstring), or ``None``."""
+        jumped = self._jumped.pop(instrument, None)
+        if self._max_jump is None:
+            return None
+        reason = out_of_bounds(
+            last or 0,
+            pos,
+            now_ms=self._clock_ms(),
+            max_seq_jump=self._max_jump,
+            max_epoch_skew_ms=self._skew_ms,
+        )
+        if reason is not None and reason.startswith("epoch"):
+            return f"{instrument} seq {describe(pos)}: {reason}"
+        if reason is not None and last is not None and jumped != pos - 1:
+            self._jumped[instrument] = pos
+            return (
+                f"{instrument} seq {describe(pos)}: {reason}; "
+                "accepted only if the next quote continues from it"
+            )
+        return None
+
+    def __len__(self) -> int:
+        """How many instruments are remembered."""
+        return len(self._last)
 
     def last(self, instrument: str) -> int | None:
         """Returns the last accepted position of ``instrument`` (its seq in epoch 0; see
