@@ -92,6 +92,11 @@ class Sender:
         self.sent: list[Sent] = []
         self.errors: list[str] = []
 
+    def finish(self) -> None:
+        """Wait for every acknowledgement, then let the producer go (before the broker does)."""
+        assert self.producer.flush(30) == 0, "hostile records not acknowledged"
+        del self.producer
+
     def send(self, rec: HostileRecord) -> None:
         """Queue one record (explicit partition, as the default partitioner would choose)."""
 
@@ -217,7 +222,7 @@ def _send(mix: HostileMix, sender: Sender, watch: Watch) -> None:
             sender.producer.poll(0)
             watch(logs=j == 0)
             time.sleep(max(0.0, t0 + i + (j + 1) / SLICES - time.monotonic()))  # the pacing
-    assert sender.producer.flush(30) == 0, "hostile records not acknowledged"
+    sender.finish()
     took = time.monotonic() - t0
     refused = f"{len(sender.errors)} refused {sender.errors[:3]}"
     print(f"hostile: {len(sender.sent)} records sent in {took:.1f} s, {refused}")
