@@ -38,6 +38,8 @@ __all__ = [
     "topic_specs",
 ]
 
+# Replicas an acks=all write must reach once a topic has three or more (topic_specs).
+_MIN_INSYNC_REPLICAS = 2
 _RETRY_PAUSE_S = (0.1, 0.25, 0.5, 1.0)  # back-off between metadata attempts, then 1 s each
 _UNAVAILABLE = frozenset(
     {
@@ -76,12 +78,13 @@ def topic_specs(cfg: TopicsConfig) -> list[TopicSpec]:
     """Returns the six topics of the pipeline, all with ``cfg.partitions`` partitions.
 
     The NELI topic gets ``retention.ms = neli_retention_ms``. With three or more replicas, every
-    topic gets ``min.insync.replicas = replication_factor - 1`` so that ``acks=all`` survives
-    the loss of one broker without accepting writes held by a single replica.
+    topic gets ``min.insync.replicas = 2``: ``acks=all`` never accepts a write held by a single
+    replica, and survives the loss of one broker (RF 3) or of one AZ holding two of four
+    replicas (RF 4 over two AZs, deploy/terraform), where ``RF - 1`` would stop every producer.
     """
     common: dict[str, str] = {}
     if cfg.replication_factor >= 3:
-        common["min.insync.replicas"] = str(cfg.replication_factor - 1)
+        common["min.insync.replicas"] = str(_MIN_INSYNC_REPLICAS)
     specs = []
     for role, name in cfg.by_role().items():
         config = dict(common)
