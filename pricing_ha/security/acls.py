@@ -24,13 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
+# The defining modules: confluent_kafka.admin re-exports these without marking them public.
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
 from pricing_ha.config import AppConfig
 from pricing_ha.security.roles import PREFIX, Role, is_prefix, role_table

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from fnmatch import fnmatchcase
 
-from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+from confluent_kafka.admin._acl import AclOperation
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
 from pricing_ha.config import AppConfig, GroupsConfig
 from pricing_ha.dedupe.output_producers import OutputProducers
