@@ -73,7 +73,7 @@ def test_replicated_topics_get_min_insync_replicas() -> None:
 
 
 def test_four_replicas_over_two_azs_keep_two_in_sync_required() -> None:
-    """RF 4 (two replicas per AZ) requires two in sync, not three: one AZ lost keeps writes going."""
+    """RF 4 (two replicas per AZ) requires two in sync, not three: losing an AZ keeps writes."""
     specs = topic_specs(TopicsConfig(replication_factor=4))
     assert all(s.config["min.insync.replicas"] == "2" for s in specs)
 
