@@ -286,6 +286,7 @@ def run_foreground(
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
+    secured: bool = False,
 ) -> None:
     """Run a local Kafka until SIGINT or SIGTERM arrives (the ``pricing-ha broker`` command).
 
@@ -294,6 +295,7 @@ def run_foreground(
         workdir: where the nodes keep their data; ``None`` for a temporary directory.
         host: the client listeners' address.
         port: the first node's client port, or ``None`` for free ports.
+        secured: SASL/SCRAM over TLS with the role table's ACLs (see :class:`LocalKafka`).
         announce: called once with the cluster when it is ready.
 
     Raises:
@@ -301,7 +303,12 @@ def run_foreground(
     """
     signals = {signal.SIGINT, signal.SIGTERM}
     kafka = LocalKafka(
-        nodes=nodes, workdir=workdir, keep_workdir=workdir is not None, host=host, port=port
+        nodes=nodes,
+        workdir=workdir,
+        keep_workdir=workdir is not None,
+        host=host,
+        port=port,
+        secured=secured,
     )
     with kafka:
         announce(kafka)

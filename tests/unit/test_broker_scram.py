@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pricing_ha.config import AppConfig, BrokerConfig, _scram, load_config
+from pricing_ha.config import AppConfig, BrokerConfig, _scram, java_client_properties, load_config
 from pricing_ha.errors import ConfigError
 
 SECRET = "hunter2-Zq9"
@@ -136,3 +136,21 @@ def test_a_refused_login_is_recorded_with_the_user_not_the_password() -> None:
         "the credentials of user 'feed' were refused (SASL authentication error: "
         "Authentication failed)"
     )
+
+
+def test_the_java_client_gets_the_same_scram_login(tmp_path: Path) -> None:
+    """Spark's Java client: SASL_SSL, a SCRAM JAAS login as the user, the CA as PEM truststore."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n", encoding="ascii")
+    broker = BrokerConfig(
+        auth="scram",
+        sasl_username="pipeline",
+        sasl_password_file=_password_file(tmp_path),
+        ssl_ca_file=ca,
+    )
+    props = java_client_properties(broker)
+    assert props["security.protocol"] == "SASL_SSL"
+    assert props["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert "ScramLoginModule required" in props["sasl.jaas.config"]
+    assert 'username="pipeline"' in props["sasl.jaas.config"]
+    assert props["ssl.truststore.location"] == str(ca)
