@@ -23,6 +23,7 @@ role            reads               writes                      groups / transac
 ``subscriber``  prices, raw         --                          ``pricing-ha-subscriber-*``
 ``pipeline``    quotes, raw,        --                          ``spark-kafka-*``
                 prices
+``status``      neli                --                          ``pricing-ha-status``
 ``topics``      --                  --                          creates the six topics
 ==============  ==================  ==========================  ==================================
 
@@ -130,6 +131,12 @@ def role_table(cfg: AppConfig) -> Mapping[str, Role]:
             # Spark's kafka source names its consumers spark-kafka-source-* (streams) and
             # spark-kafka-relation-* (batch); it assigns partitions and commits nothing.
             groups=(f"spark-kafka-{PREFIX}",),
+        ),
+        Role(
+            name="status",
+            what="pricing-ha status: an operator reads who leads what from the NELI topic",
+            read=("neli",),
+            groups=("pricing-ha-status",),  # named by its reader, which assigns and commits nothing
         ),
         Role(
             name="topics",

@@ -122,9 +122,9 @@ def _group_error(kafka: LocalKafka, role: str, group: str, topic: str) -> KafkaE
 
 
 def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path) -> None:
-    """feed, p1, p2, relay (transactions) and subscriber each run as their own principal (the
-    topics role made the topics), every quote reaches prices exactly once, and no password is in
-    any log, span or metric."""
+    """feed, p1, p2, relay (transactions), subscriber and status each run as their own principal
+    (the topics role made the topics), every quote reaches prices exactly once, and no password
+    is in any log, span or metric."""
     kafka = secured
     assert kafka.secured is not None
     relay_port = free_port()
@@ -170,6 +170,9 @@ def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path
         assert sub.wait(60) == 0, sub.log_tail()
         verdict = json.loads(sub_out.read_text())
         assert verdict["delivered"] == len(expected), verdict
+        status = cli("status", "status", "status", "--json")
+        assert status.wait(60) == 0, status.log_tail()
+        assert "pricing.relay" in status.log_tail(200)
         with urllib.request.urlopen(f"http://127.0.0.1:{relay_port}/metrics", timeout=5) as r:
             metrics = r.read().decode()
         assert all(m.alive() for m in members), logs

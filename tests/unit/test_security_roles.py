@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from fnmatch import fnmatchcase
 
 from confluent_kafka.admin._acl import AclOperation
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
+import pricing_ha.status
 from pricing_ha.config import AppConfig, GroupsConfig
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.relay_clients import raw_group_id, relay_group_id, standby_settings
@@ -34,6 +36,8 @@ def test_every_group_id_the_code_builds_is_granted_to_its_role() -> None:
     assert _granted(relay.groups, raw_group_id(cfg.groups.relay))
     assert _granted(relay.groups, str(standby_settings(cfg, "m1")["group.id"]))
     assert _granted(table["subscriber"].groups, Subscriber(cfg).group_id)
+    status = inspect.getsource(pricing_ha.status)  # its reader's group id is a literal
+    assert all(f'"group.id": "{g}"' in status for g in table["status"].groups)
 
 
 def test_the_relays_transactional_ids_are_granted_and_follow_the_prices_topic() -> None:
@@ -55,7 +59,7 @@ def test_no_role_but_the_relay_writes_prices_and_no_subscriber_writes_at_all() -
     another group's groups."""
     table = role_table(AppConfig())
     assert [r.name for r in table.values() if "prices" in r.write] == ["relay"]
-    for reader in ("subscriber", "pipeline"):
+    for reader in ("subscriber", "pipeline", "status"):
         assert table[reader].write == ()
         assert not any(g.startswith("pricing.") for g in table[reader].groups)
     assert not set(table["p1"].groups) & set(table["p2"].groups)
