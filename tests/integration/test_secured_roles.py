@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.config import AppConfig
 from pricing_ha.local.broker import LocalKafka
@@ -241,3 +243,22 @@ def test_a_wrong_password_is_one_line_and_exit_3(
     assert f"user '{role}'" in lines[0]
     assert "not-the-password" not in done.stderr + done.stdout
     assert took < 8, f"took {took:.1f} s: the refusal should not wait out the connect timeout"
+
+
+def test_three_secured_nodes_replicate_as_admin_over_scram_and_mutual_tls(tmp_path: Path) -> None:
+    """Three secured nodes (brokers as admin over SCRAM, controllers over mutual TLS) form a
+    cluster, and the feed's acks=all writes reach three replicas."""
+    with LocalKafka(nodes=3, workdir=tmp_path / "kafka", secured=True) as kafka:
+        admin = AdminClient(_as(kafka, ADMIN))
+        for future in admin.create_topics([NewTopic(TOPICS.quotes, 2, 3)]).values():
+            future.result(timeout=30)
+        producer = Producer(_as(kafka, "feed", **{"enable.idempotence": True, "acks": "all"}))
+        results: list[KafkaError | None] = []
+        for i in range(10):
+            producer.produce(
+                TOPICS.quotes, b"q", key=b"%d" % i, on_delivery=lambda e, _m: results.append(e)
+            )
+        producer.flush(30)
+        assert results == [None] * 10
+        meta = admin.list_topics(TOPICS.quotes, timeout=10).topics[TOPICS.quotes]
+        assert all(len(p.isrs) == 3 for p in meta.partitions.values())
