@@ -69,8 +69,8 @@ locals {
       command = ["dedupe", "--group", "relay"]
       health  = true
       # The relay reads prices too: it rebuilds its high-water marks from prices on takeover.
-      read   = ["raw", "neli", "prices"]
-      write  = ["neli", "prices", "raw_dlq"]
+      read  = ["raw", "neli", "prices"]
+      write = ["neli", "prices", "raw_dlq"]
       # NELI, the committed prices.raw positions, and the standby's throwaway reader groups.
       groups = ["pricing.relay", "pricing.relay.raw", "relay-standby-*"]
       # One transactional producer per owned partition of prices (relay fencing =
@@ -79,9 +79,9 @@ locals {
       create_topics     = false
     }
     relay_b = {
-      azs     = [1]
-      command = ["dedupe", "--group", "relay"]
-      health  = true
+      azs               = [1]
+      command           = ["dedupe", "--group", "relay"]
+      health            = true
       read              = ["raw", "neli", "prices"]
       write             = ["neli", "prices", "raw_dlq"]
       groups            = ["pricing.relay", "pricing.relay.raw", "relay-standby-*"]
