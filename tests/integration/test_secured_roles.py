@@ -76,31 +76,49 @@ def _as(kafka: LocalKafka, role: str, **extra: Any) -> dict[str, Any]:
     return {**kafka.client_settings(role), "log_level": 0, **extra}
 
 
-def _read_prices(kafka: LocalKafka) -> list[tuple[str, int]]:
-    """(instrument, seq) of every committed price on ``prices``, read as admin."""
+def _read(kafka: LocalKafka, topic: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every keyed committed record on ``topic``, read as admin."""
     consumer = Consumer(
         _as(kafka, ADMIN, **{"group.id": "admin-reader", "isolation.level": "read_committed"})
     )
-    consumer.assign([TopicPartition(TOPICS.prices, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     out = []
     try:
         idle_until = time.monotonic() + 3.0
         while time.monotonic() < idle_until:
             for msg in consumer.consume(500, 0.3):
-                if msg.error() is None and msg.key() is not None:
-                    value = json.loads(msg.value() or b"{}")
-                    out.append((value["instrument"], int(value["seq"])))
+                key, value = msg.key(), msg.value()
+                if msg.error() is None and isinstance(key, bytes) and isinstance(value, bytes):
+                    out.append((key, value))
                     idle_until = time.monotonic() + 1.5
     finally:
         consumer.close()
     return out
 
 
-def _denied_produce(kafka: LocalKafka, role: str, topic: str) -> KafkaError | None:
+def _lands(kafka: LocalKafka, topic: str, value: bytes, *, timeout_s: float) -> bool:
+    """Whether a record with ``value`` is on ``topic`` within ``timeout_s`` (read as admin)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if any(v == value for _k, v in _read(kafka, topic)):
+            return True
+        if time.monotonic() > deadline:
+            return False
+
+
+def _read_prices(kafka: LocalKafka) -> list[tuple[str, int]]:
+    """(instrument, seq) of every committed price on ``prices``, read as admin."""
+    values = [json.loads(v) for _k, v in _read(kafka, TOPICS.prices)]
+    return [(v["instrument"], int(v["seq"])) for v in values]
+
+
+def _denied_produce(
+    kafka: LocalKafka, role: str, topic: str, value: bytes = b"forged"
+) -> KafkaError | None:
     """Produce one record to ``topic`` as ``role`` (not idempotently); the delivery error."""
     producer = Producer(_as(kafka, role, **{"message.timeout.ms": 10_000, "acks": "all"}))
     result: list[KafkaError | None] = []
-    producer.produce(topic, b"forged", key=b"EURUSD", on_delivery=lambda e, _m: result.append(e))
+    producer.produce(topic, value, key=b"EURUSD", on_delivery=lambda e, _m: result.append(e))
     producer.flush(15)
     assert result, "no delivery report within 15 s"
     return result[0]
@@ -125,8 +143,8 @@ def _group_error(kafka: LocalKafka, role: str, group: str, topic: str) -> KafkaE
 
 def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path) -> None:
     """feed, p1, p2, relay (transactions), subscriber and status each run as their own principal
-    (the topics role made the topics), every quote reaches prices exactly once, and no password
-    is in any log, span or metric."""
+    (the topics role made the topics): every quote reaches prices exactly once, a bad quote and
+    a bad raw price reach their DLQs, and no password is in any log, span or metric."""
     kafka = secured
     assert kafka.secured is not None
     relay_port = free_port()
@@ -154,6 +172,9 @@ def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path
             "feed", "feed", "feed", "--instruments=4", "--rate=10", "--duration=4",
             f"--summary-out={summary}",
         )  # fmt: skip
+        # Records each role must dead-letter: the DLQs are written with its rights alone.
+        assert _denied_produce(kafka, "feed", TOPICS.quotes, b"not a quote") is None
+        assert _denied_produce(kafka, "p1", TOPICS.raw, b"not a price") is None
         assert feed.wait(90) == 0, feed.log_tail()
         fed = json.loads(summary.read_text())["instruments"]
         expected = {(i, s) for i, t in fed.items() for s in range(1, int(t["last_seq"]) + 1)}
@@ -164,6 +185,8 @@ def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path
         logs = "\n".join(f"--- {m.name}\n{m.log_tail(15)}" for m in members)
         assert set(got) == expected, f"missing {sorted(expected - set(got))[:10]}\n{logs}"
         assert len(got) == len(expected), "a price was delivered twice"
+        for dlq, bad in ((TOPICS.dlq, b"not a quote"), (TOPICS.raw_dlq, b"not a price")):
+            assert _lands(kafka, dlq, bad, timeout_s=30), f"{bad!r} not on {dlq}\n{logs}"
         sub_out = tmp_path / "subscriber.json"
         sub = cli(
             "subscriber", "subscriber", "subscribe", "--from-beginning", "--duration=6",
