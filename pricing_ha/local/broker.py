@@ -71,8 +71,9 @@ class LocalKafka:
         port: the first node's client port (node N uses ``port + N - 1``); free ports if
             ``None``.
         secured: SASL/SCRAM-SHA-512 over TLS, ``StandardAuthorizer``, one user per role of
-            the role table (and ``admin``) and their ACLs for the default configuration's
-            names (:meth:`grant` adds those of another configuration).
+            the default configuration's role table (``feed``, ``p1``, ``p2``, ``relay``...,
+            and ``admin``) and their ACLs for the default names (:meth:`grant` adds those of
+            another configuration's topics and groups for the same users).
     """
 
     def __init__(

@@ -207,6 +207,7 @@ def test_each_role_works_with_its_acls_alone(secured: LocalKafka, tmp_path: Path
     assert traces, "no trace file written"
     texts += [p.read_text(errors="replace") for p in traces]
     assert len(texts) > 5
+    texts.append(repr(kafka.secured))
     for password in kafka.secured.passwords.values():
         assert not any(password in t for t in texts)
 
