@@ -73,7 +73,8 @@ class LocalKafka:
         secured: SASL/SCRAM-SHA-512 over TLS, ``StandardAuthorizer``, one user per role of
             the default configuration's role table (``feed``, ``p1``, ``p2``, ``relay``...,
             and ``admin``) and their ACLs for the default names (:meth:`grant` adds those of
-            another configuration's topics and groups for the same users).
+            another configuration's topic names; a publishing group not named p1 or p2 is a
+            role with no user here).
     """
 
     def __init__(
