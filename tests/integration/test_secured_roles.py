@@ -240,7 +240,14 @@ def test_a_publisher_cannot_write_prices_nor_use_the_other_groups_group(
 
 @pytest.mark.parametrize(
     "command",
-    [["run", "--group", "p1"], ["dedupe"], ["subscribe", "--duration", "5"], ["feed"]],
+    [
+        ["run", "--group", "p1"],
+        ["dedupe"],
+        ["subscribe", "--duration", "5"],
+        ["feed"],
+        ["status"],
+        ["topics", "create"],
+    ],
     ids=lambda c: c[0],
 )
 def test_a_wrong_password_is_one_line_and_exit_3(
@@ -249,7 +256,14 @@ def test_a_wrong_password_is_one_line_and_exit_3(
     """With a wrong password each role command exits 3 with one stderr line naming the refusal."""
     wrong = tmp_path / "wrong-password"
     wrong.write_text("not-the-password\n", encoding="utf-8")
-    role = {"run": "p1", "dedupe": "relay", "subscribe": "subscriber", "feed": "feed"}[command[0]]
+    role = {
+        "run": "p1",
+        "dedupe": "relay",
+        "subscribe": "subscriber",
+        "feed": "feed",
+        "status": "status",
+        "topics": "topics",
+    }[command[0]]
     config = _config(secured, role, tmp_path, password=wrong)
     began = time.monotonic()
     done = subprocess.run(
