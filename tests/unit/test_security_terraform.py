@@ -126,3 +126,6 @@ def test_msk_requires_two_in_sync_replicas_and_survives_an_az() -> None:
     assert rf == 4
     assert brokers >= rf
     assert rf // 2 >= 2  # replicas left in sync when one of the two AZs (half of them) is gone
+    check = blocks(blocks(config, "lifecycle")[0], "precondition")[0]
+    assert "var.replication_factor >= 3" in v(check, "condition")
+    assert "var.replication_factor <= var.broker_count" in v(check, "condition")

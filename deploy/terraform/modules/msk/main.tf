@@ -78,6 +78,14 @@ resource "aws_msk_configuration" "this" {
 
   lifecycle {
     create_before_destroy = true
+
+    # min.insync.replicas = 2: fewer than three replicas would stop every acks=all producer
+    # when one broker is lost (or never let one write), and a topic cannot have more replicas
+    # than there are brokers.
+    precondition {
+      condition     = var.replication_factor >= 3 && var.replication_factor <= var.broker_count
+      error_message = "With min.insync.replicas = 2, replication_factor must be at least 3 (4 to lose an AZ: two replicas per AZ) and at most broker_count."
+    }
   }
 }
 
