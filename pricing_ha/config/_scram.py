@@ -14,6 +14,7 @@ until its connect timeout.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -42,6 +43,9 @@ _SECRET_KEY = re.compile(r"password|secret|(^|\.)key\.pem$", re.IGNORECASE)
 _AUTHENTICATION = -169
 _AFTER = re.compile(r"^\S+: | \(after \d+ms in state \w+\)$")
 
+# Where librdkafka's log goes (pricing_ha.kafka.client_log): errors the callback does not keep
+# are logged there, in librdkafka's own shape, as they would be without an error_cb.
+_client_log = logging.getLogger("pricing_ha.kafka.client")
 _lock = threading.Lock()
 _failure: tuple[float, str] | None = None  # (monotonic time, reason) of the latest refusal
 
@@ -135,7 +139,8 @@ def _reset() -> None:
 class AuthErrors:
     """confluent-kafka's ``error_cb``: records a refused login (:func:`authentication_failure`).
 
-    Other errors are librdkafka's to report in its log, as without an ``error_cb``.
+    Every error is also logged as librdkafka logs it without an ``error_cb`` (an ``ERROR``
+    line), so the connection-log filter treats it the same way.
 
     Attributes:
         username: the SASL user, named in the record (never the password).
@@ -146,6 +151,7 @@ class AuthErrors:
     def __call__(self, error: Any) -> None:
         """Record ``error`` if it is an authentication failure."""
         global _failure  # noqa: PLW0603 - see _reset
+        _client_log.error("%s [%s] %s", "ERROR", "error_cb", error.str())
         if error.code() != _AUTHENTICATION:
             return
         reason = _AFTER.sub("", str(error.str()))
