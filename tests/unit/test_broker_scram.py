@@ -115,12 +115,16 @@ def test_repr_hides_every_credential(tmp_path: Path) -> None:
     assert "sasl.username': 'u'" in repr(passthrough)
 
 
-def test_a_refused_login_is_recorded_with_the_user_not_the_password() -> None:
-    """The error callback keeps the first line of an authentication failure, naming the user."""
+def test_a_refused_login_is_recorded_with_the_user_not_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The error callback keeps the first line of an authentication failure, naming the user,
+    and logs every error as librdkafka would."""
     _scram._reset()
     errors = _scram.AuthErrors("feed")
     errors(SimpleNamespace(code=lambda: -187, str=lambda: "1/1 brokers are down"))
     assert _scram.authentication_failure() is None
+    assert [r.getMessage() for r in caplog.records] == ["ERROR [error_cb] 1/1 brokers are down"]
     errors(
         SimpleNamespace(
             code=lambda: -169,
