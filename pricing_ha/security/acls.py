@@ -31,7 +31,7 @@ from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 from pricing_ha.config import AppConfig
 from pricing_ha.security.roles import PREFIX, Role, is_prefix, role_table
 
-__all__ = ["CLUSTER", "acl_bindings", "create_acls", "principal"]
+__all__ = ["CLUSTER", "acl_bindings", "create_acls", "describe", "principal"]
 
 #: The one cluster resource's name in Kafka ACLs.
 CLUSTER = "kafka-cluster"
@@ -73,6 +73,20 @@ def acl_bindings(role: Role, cfg: AppConfig) -> list[AclBinding]:
             _binding(role, ResourceType.TOPIC, t, op) for t in topics.values() for op in _CREATE_OPS
         ]
     return out
+
+
+def _name(value: object) -> str:
+    name = getattr(value, "name", None)
+    return str(value) if name is None else str(name)
+
+
+def describe(binding: AclBinding) -> str:
+    """One line for a binding: ``ALLOW User:relay WRITE TOPIC prices (LITERAL)``."""
+    rtype = "CLUSTER" if binding.restype == ResourceType.BROKER else _name(binding.restype)
+    return (
+        f"{_name(binding.permission_type)} {binding.principal} {_name(binding.operation)}"
+        f" {rtype} {binding.name} ({_name(binding.resource_pattern_type)})"
+    )
 
 
 def create_acls(

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 from confluent_kafka.admin._acl import AclOperation
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
+from typer.testing import CliRunner
 
 import pricing_ha.status
+from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, GroupsConfig
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.relay_clients import raw_group_id, relay_group_id, standby_settings
@@ -111,3 +114,19 @@ def test_a_subscriber_has_no_write_and_no_group_beyond_its_own() -> None:
     assert ops == {AclOperation.DESCRIBE, AclOperation.READ}
     groups = {b.name for b in bindings if b.restype == ResourceType.GROUP}
     assert groups == {"pricing-ha-subscriber-"}
+
+
+def test_acls_command_prints_every_binding_of_the_configured_names(tmp_path: Path) -> None:
+    """`pricing-ha acls` prints one line per binding, under the configuration's topic names."""
+    config = tmp_path / "c.toml"
+    config.write_text('[topics]\nprices = "fx.prices"\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["acls", "--config", str(config)], env={})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    cfg = AppConfig(topics=dataclasses.replace(AppConfig().topics, prices="fx.prices"))
+    assert len(lines) == sum(len(acl_bindings(r, cfg)) for r in role_table(cfg).values())
+    assert "ALLOW User:relay WRITE TOPIC fx.prices (LITERAL)" in lines
+    assert (
+        "ALLOW User:relay WRITE TRANSACTIONAL_ID pricing.relay.raw.fx.prices. (PREFIXED)" in lines
+    )
+    assert not any(line.startswith("ALLOW User:subscriber WRITE") for line in lines)
