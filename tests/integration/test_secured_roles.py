@@ -300,3 +300,28 @@ def test_three_secured_nodes_replicate_as_admin_over_scram_and_mutual_tls(tmp_pa
         assert results == [None] * 10
         meta = admin.list_topics(TOPICS.quotes, timeout=10).topics[TOPICS.quotes]
         assert all(len(p.isrs) == 3 for p in meta.partitions.values())
+
+
+def test_acls_apply_is_refused_to_a_role_and_done_by_the_admin(
+    secured: LocalKafka, tmp_path: Path
+) -> None:
+    """`pricing-ha acls --apply` as p1 is refused in one line (exit 1); as admin it creates them."""
+
+    def apply(user: str) -> subprocess.CompletedProcess[str]:
+        config = _config(secured, user, tmp_path)
+        return subprocess.run(
+            [*pricing_cli(), "acls", "--apply", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    refused = apply("p1")
+    assert refused.returncode == 1, refused.stderr
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 1, refused.stderr
+    assert lines[0].startswith("error: the broker refused the ACLs"), lines
+    done = apply(ADMIN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok: "), done.stdout
