@@ -100,7 +100,7 @@ def consumer(bootstrap: str, group: str | None = None) -> Consumer:
 
 def _is_data(msg: Message) -> bool:
     """A record without error that is not a control record (a relay's takeover marker)."""
-    return msg.error() is None and not (msg.key() is None and is_control(msg.headers()))
+    return msg.error() is None and not is_control(msg.key(), msg.headers())
 
 
 class TopicTail:

@@ -19,7 +19,7 @@ from _common import TopicTail
 from confluent_kafka import OFFSET_END, Message
 
 from pricing_ha.dedupe.control import HANDOVER
-from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
+from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
 
 Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 BASELINE_SUB_S = 3.0  # about the window a sigterm or join silence is measured over
@@ -57,7 +57,10 @@ class PricesTail:
 
     def _announcements(self, batch: list[Message]) -> None:
         for msg in batch:
-            if header_dict(msg.headers()).get(CONTROL_HEADER) == HANDOVER.decode():
+            headers = msg.headers()
+            if is_control(msg.key(), headers) and header_dict(headers).get(CONTROL_HEADER) == (
+                HANDOVER.decode()
+            ):
                 self.announced_ms.append(msg.timestamp()[1])
 
     def first_announcement_ms(self, lo_ms: float, hi_ms: float) -> int | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pricing_ha.config._broker import BrokerConfig
 from pricing_ha.config._java_client import java_client_properties
+from pricing_ha.config._limits import MAX_INSTRUMENT_BYTES, LimitsConfig, message_max_bytes
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
 from pricing_ha.config._roles import (
     GroupsConfig,
@@ -53,12 +54,14 @@ __all__ = [
     "ENV_BOOTSTRAP",
     "ENV_CONFIG",
     "ENV_PREFIX",
+    "MAX_INSTRUMENT_BYTES",
     "AppConfig",
     "BrokerConfig",
     "FeedConfig",
     "GroupsConfig",
     "HealthConfig",
     "InstrumentOverride",
+    "LimitsConfig",
     "PricingConfig",
     "PublisherNeliConfig",
     "RelayConfig",
@@ -70,6 +73,7 @@ __all__ = [
     "java_client_properties",
     "load_app_config",
     "load_config",
+    "message_max_bytes",
 ]
 
 ENV_PREFIX = "PRICING_HA__"
@@ -91,6 +95,7 @@ class AppConfig:
     health: HealthConfig = field(default_factory=HealthConfig)
     subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     def __post_init__(self) -> None:
         slowest = max(self.neli.threshold_ms, self.relay.session_timeout_ms)
@@ -99,6 +104,16 @@ class AppConfig:
                 "AppConfig",
                 "topics.neli_retention_ms",
                 f"must exceed neli.threshold_ms and relay.session_timeout_ms ({slowest} ms)",
+            )
+        most = message_max_bytes(self.broker)
+        if self.limits.checkpoint_bytes() > most:
+            raise ConfigError(
+                "AppConfig",
+                "limits.max_instruments_per_partition",
+                f"{self.limits.max_instruments_per_partition} instruments need checkpoints of "
+                f"up to {self.limits.checkpoint_bytes()} bytes, more than the producers' "
+                f"message.max.bytes ({most}): lower it, or raise broker.librdkafka."
+                "message.max.bytes (and the topic's max.message.bytes)",
             )
 
 

@@ -205,12 +205,16 @@ class TelemetryConfig:
         price_sample_ratio: share of price-path traces (``send``/``process`` spans of price
             messages) that are sampled, 0..1; leadership and fail-over spans are always
             recorded. Default 0.01.
+        per_instrument_metrics: also export the per-instrument staleness gauge (label
+            ``instrument``: one series per instrument ever seen, so opt in only with a known,
+            bounded set of instruments). Default ``False``: staleness per partition only.
     """
 
     az: str = "local"
     otlp_endpoint: str | None = None
     traces_dir: Path = Path("out/traces")
     price_sample_ratio: float = 0.01
+    per_instrument_metrics: bool = False
 
     def __post_init__(self) -> None:
         check(bool(self.az.strip()), self, "az", "must not be empty")

@@ -11,7 +11,8 @@
   :mod:`.handover` (the old owner emitting until it is asked to stop);
   :mod:`.raw_input` (where ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read
   during the grace period);
-* :mod:`.records`: what the relay reads from ``prices.raw``;
+* :mod:`.records`: what the relay reads from ``prices.raw``; :mod:`.relayed`: what it writes
+  on ``prices`` of it (allow-listed headers, the canonical value);
 * :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, each started from
   its latest checkpoint (:mod:`.checkpoint_search`);
 * :mod:`.control`: the control records on ``prices``, and the view of a partition they fold

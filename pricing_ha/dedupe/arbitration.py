@@ -308,6 +308,14 @@ class Arbiter(Generic[T]):
         """The items held waiting for missing seqs (callers must not commit past them)."""
         return [item for line in self._lines.values() for item, _, _ in line.held.values()]
 
+    def knows(self, instrument: str) -> bool:
+        """Whether ``instrument`` has state here (a mark, held items)."""
+        return instrument in self._lines
+
+    def instrument_count(self) -> int:
+        """How many instruments have state here."""
+        return len(self._lines)
+
     def instruments(self) -> list[str]:
         """The instruments with state, in the order they were first seen."""
         return list(self._lines)

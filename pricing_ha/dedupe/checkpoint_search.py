@@ -133,7 +133,7 @@ def _search(
                 pending.discard(p)
             if offset >= ranges[p][1]:
                 continue
-            control = control_kind(msg.headers())
+            control = control_kind(msg.key(), msg.headers())
             if control is not None and control[0] == CHECKPOINT:
                 view = PartitionView.decode(msg.value() or b"", offset)
                 if view is not None:

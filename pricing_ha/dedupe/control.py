@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Message
 
-from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list, is_control
+from pricing_ha.publishing.quotes import MAX_SEQ
 
 __all__ = [
     "CHECKPOINT",
@@ -236,31 +236,39 @@ def _int(value: object) -> int:
     return value
 
 
-def control_kind(headers: Headers) -> tuple[bytes, dict[str, bytes]] | None:
-    """``(kind, headers)`` of a control record, or ``None`` for a price."""
-    pairs = header_list(headers)
-    if not any(name == CONTROL_HEADER for name, _ in pairs):
+def control_kind(
+    key: bytes | str | None, headers: Headers
+) -> tuple[bytes, dict[str, bytes]] | None:
+    """``(kind, headers)`` of a control record, or ``None`` for a price.
+
+    A control record is what :func:`~pricing_ha.kafka.headers.is_control` says it is (no key,
+    and the control header): the one rule every reader of ``prices`` applies.
+    """
+    if not is_control(key, headers):
         return None
-    values = {k: v.encode() if isinstance(v, str) else (v or b"") for k, v in pairs}
+    values = {k: v.encode() if isinstance(v, str) else (v or b"") for k, v in header_list(headers)}
     return values[CONTROL_HEADER], values
 
 
-def seq_of(msg: Message, headers: Headers) -> tuple[str, int] | None:
-    """Instrument and seq of a price on ``prices`` (its ``seq`` header, else its value).
+def seq_of(msg: Message) -> tuple[str, int] | None:
+    """Instrument and seq of a price on ``prices``, from its value (never from a header: the
+    value is what subscribers read and what the relay arbitrated on).
 
-    The instrument is interned, as the relay's arbiter interns it (``records``): the view's
-    mark and the arbiter's line then share one string per instrument, not one copy each.
+    The relay wrote that value canonically after validating it, so only the two fields read
+    here are checked (a fraction of :func:`~pricing_ha.publishing.pricing.decode_price`'s
+    cost: the tail reads every partition). The instrument is interned, as the relay's arbiter
+    interns it (``records``): the view's mark and the arbiter's line then share one string
+    per instrument, not one copy each.
     """
-    key = msg.key()
-    if not isinstance(key, bytes):
+    if not isinstance(msg.key(), bytes):
         return None
-    for name, value in header_list(headers):
-        if name == "seq" and value:
-            raw = value.decode() if isinstance(value, bytes) else value
-            if raw.isdigit():
-                return sys.intern(key.decode(errors="replace")), int(raw)
     try:
-        price = decode_price(msg.value() or b"")
-    except InvalidPriceError:
+        doc = orjson.loads(msg.value() or b"")
+    except orjson.JSONDecodeError:
         return None
-    return sys.intern(price.instrument), price.seq
+    if not isinstance(doc, dict):
+        return None
+    instrument, seq = doc.get("instrument"), doc.get("seq")
+    if type(instrument) is not str or type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        return None
+    return sys.intern(instrument), seq

@@ -20,13 +20,14 @@ What each kind of control record says, and the view of a partition they fold int
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from pricing_ha.config import AppConfig
+from pricing_ha.config import AppConfig, message_max_bytes
 from pricing_ha.dedupe.control import (
     CHECKPOINT,
     HANDOVER,
@@ -40,12 +41,17 @@ from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
 from pricing_ha.kafka.producers import ReplaceableProducer
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["ControlWriter"]
 
 # An owner appends a checkpoint of its standby view to each partition it emits on about this
 # often (when prices arrived since): a member joining reads about this much of prices[k].
 _CHECKPOINT_EVERY_S = 1.0
+# Room left in a record for a checkpoint's headers and the record's own overhead.
+_RECORD_OVERHEAD_BYTES = 1024
+
+log = logging.getLogger("pricing_ha.relay")
 
 
 class ControlWriter:
@@ -73,6 +79,9 @@ class ControlWriter:
         self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
         #: Whether each owned partition is written by a transactional producer of its own.
         self.fencing = producers.fencing
+        #: The largest checkpoint value written: a larger record would fail to produce.
+        self.max_checkpoint_bytes = message_max_bytes(cfg.broker) - _RECORD_OVERHEAD_BYTES
+        self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
 
     def write_markers(
         self,
@@ -179,7 +188,25 @@ class ControlWriter:
 
     def checkpoint(self, partition: int, view: bytes) -> None:
         """Append a checkpoint (a standby view of ``prices[partition]``, see
-        :mod:`pricing_ha.dedupe.standby`) after what was emitted there; not waited for."""
+        :mod:`pricing_ha.dedupe.standby`) after what was emitted there; not waited for.
+
+        A view larger than :attr:`max_checkpoint_bytes` is not written (counted, warned about,
+        rate-limited): its produce would fail. Nothing is lost: a member that joins starts
+        from the partition's previous checkpoint, or its start, and reads on from there.
+        ``limits.max_instruments_per_partition`` is checked against the message size when the
+        configuration loads, so only instrument names far longer than usual get here.
+        """
+        if len(view) > self.max_checkpoint_bytes:
+            self._stats.checkpoints_skipped += 1
+            self._warnings.warn(
+                "checkpoint too large",
+                "checkpoint of prices[%d] not written: %d bytes, more than %d "
+                "(broker.librdkafka message.max.bytes less the record's overhead)",
+                partition,
+                len(view),
+                self.max_checkpoint_bytes,
+            )
+            return
         producer: Producer | ReplaceableProducer[Producer] = self._producers.producer
         if self.fencing:
             fence = self._producers.fences.begin(partition)

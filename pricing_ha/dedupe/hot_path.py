@@ -34,15 +34,17 @@ from collections.abc import Callable, Set
 
 from confluent_kafka import Message, TopicPartition
 
+from pricing_ha.config import MAX_INSTRUMENT_BYTES, LimitsConfig
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
+from pricing_ha.dedupe.relayed import relayed_headers
 from pricing_ha.dedupe.restart import Restarts
-from pricing_ha.kafka.headers import header_list
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["HotPath"]
 
@@ -60,6 +62,9 @@ class HotPath:
         read_ahead: input read ahead of a takeover, replayed first.
         restarts: the partitions started over in place.
         window_s: the arbiters' reorder window.
+        limits: ``[limits]``: instruments an arbiter admits (a price of a new instrument on a
+            full partition is dead-lettered, never admitted by forgetting another
+            instrument's mark: see :meth:`_refused`), and how often refusals are warned about.
         may_emit: whether a partition may be emitted on at this instant.
         handing_over: whether a partition is being handed over (a pause is logged as such).
         asked: whether a partition being handed over has been asked for by its successor.
@@ -82,8 +87,12 @@ class HotPath:
         active: Set[int],
         drop: Callable[[int], None],
         commit: Callable[[list[TopicPartition]], None],
+        limits: LimitsConfig | None = None,
     ) -> None:
         """Nothing is worked on yet."""
+        limits = limits or LimitsConfig()
+        self._max_instruments = limits.max_instruments_per_partition
+        self._warnings = RateLimitedWarnings(log, limits.warn_interval_ms / 1000)
         self._out = out
         self._raw = raw
         self._read_ahead = read_ahead
@@ -147,16 +156,24 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, seq, source, source_ns, publish_ns = parse_raw_record(msg, raw_headers)
+                instrument, seq, source, source_ns, publish_ns, value = parse_raw_record(
+                    msg, raw_headers
+                )
             except InvalidPriceError as exc:
                 out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
                 continue
+            if not arbiter.knows(instrument):
+                refused = self._refused(partition, instrument, arbiter)
+                if refused is not None:
+                    out.dead_letter(msg, partition, offset, refused)
+                    last[partition] = offset
+                    continue
             item = RawPrice(
                 offset,
                 as_bytes(msg.key()),
-                as_bytes(msg.value()),
-                header_list(raw_headers),
+                value,
+                relayed_headers(raw_headers, seq),
                 source_ns,
                 publish_ns,
             )
@@ -177,6 +194,36 @@ class HotPath:
         self._commit(last, lost | failed)
         self._pause(paused, lost | failed)
         self._output_failed(failed | self._stopped_unasked(lost))
+
+    def _refused(self, partition: int, instrument: str, arbiter: Arbiter[RawPrice]) -> str | None:
+        """Why a price of ``instrument``, new to ``partition``'s arbiter, is not admitted (its
+        dead-letter reason), or ``None`` if it is.
+
+        The partition is full at ``max_instruments``. No mark is ever forgotten to make room:
+        a mark is all that stops a late copy of an old seq from being emitted again, and
+        copies can come arbitrarily late (a publishing group resuming from its committed
+        positions after a long outage re-sends everything since). The new instrument is
+        refused instead, loudly: dead-lettered with the reason, counted, and warned about
+        (rate-limited). Its name's length is bounded too (``MAX_INSTRUMENT_BYTES``), so a
+        checkpoint's size is.
+        """
+        if len(instrument.encode()) > MAX_INSTRUMENT_BYTES:
+            reason = f"instrument name longer than {MAX_INSTRUMENT_BYTES} bytes"
+        elif arbiter.instrument_count() >= self._max_instruments:
+            reason = (
+                f"instrument limit: partition {partition} already has {self._max_instruments} "
+                "instruments (limits.max_instruments_per_partition)"
+            )
+        else:
+            return None
+        self._out.stats.instruments_refused += 1
+        self._warnings.warn(
+            "instrument refused",
+            "a new instrument on prices.raw[%d] refused: %s",
+            partition,
+            reason,
+        )
+        return reason
 
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""

@@ -1,8 +1,10 @@
 """Where the relay's prices go: ``prices`` (with trace context, fail-over spans, metrics), its DLQ.
 
 :class:`RelayOutput` produces each arbitrated emission to ``prices[k]``, after checking, for
-every record at the moment of producing, that this relay still leads k. Each record keeps the
-publisher's headers and gets ``relay`` and ``relay_ns``. On the way it
+every record at the moment of producing, that this relay still leads k. Each record carries the
+allow-listed headers of :mod:`.relayed` (``seq`` from the value, the publisher's identity and
+time, trace context) and gets ``relay`` and ``relay_ns``; its value is the canonical encoding
+of the price arbitrated on. On the way it
 
 * traces sampled prices: a raw record whose ``traceparent`` is sampled is offered inside a
   ``process prices.raw`` span (:meth:`RelayOutput.offer_traced`; its ``pricing_ha.arbitration``

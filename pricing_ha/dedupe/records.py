@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from confluent_kafka import Message
 from opentelemetry.context import Context
 
 from pricing_ha.kafka.headers import Headers, HeaderValue, header_dict
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.publishing.pricing import InvalidPriceError, decode_price, encode_price
 
-__all__ = ["RawPrice", "as_bytes", "parse_raw", "parse_raw_record"]
+__all__ = ["RawFields", "RawPrice", "as_bytes", "parse_raw", "parse_raw_record"]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -29,8 +30,8 @@ class RawPrice:
     Attributes:
         offset: its offset on ``prices.raw``.
         key: the instrument.
-        value: the price, as published.
-        headers: its headers, copied to the output.
+        value: the price's canonical encoding (what the relay writes on ``prices``).
+        headers: the headers the relay writes on ``prices`` (allow-listed: :mod:`.relayed`).
         source_ns: the quote's source time (Unix ns), for the end-to-end latency.
         publish_ns: when the publisher produced it (its ``publish_ns`` header), or 0.
         trace: the context of its ``process`` span when the price is traced, else ``None``.
@@ -45,6 +46,27 @@ class RawPrice:
     trace: Context | None = None
 
 
+class RawFields(NamedTuple):
+    """What :func:`parse_raw_record` finds in a raw price.
+
+    Attributes:
+        instrument: the instrument (interned).
+        seq: the seq of its value.
+        source: ``group/member`` from its headers.
+        source_ns: the quote's source time.
+        publish_ns: its ``publish_ns`` header, or 0.
+        value: the canonical encoding of the decoded price (:func:`encode_price`): what the
+            relay writes, never the bytes it read (:mod:`.relayed`).
+    """
+
+    instrument: str
+    seq: int
+    source: str
+    source_ns: int
+    publish_ns: int
+    value: bytes
+
+
 def as_bytes(data: HeaderValue) -> bytes:
     """A key, value or header as bytes (``None`` as empty)."""
     return data.encode() if isinstance(data, str) else (data or b"")
@@ -56,12 +78,13 @@ def parse_raw(msg: Message) -> tuple[str, int, str]:
     Raises:
         InvalidPriceError: the record is not a valid price.
     """
-    instrument, seq, source, _, _ = parse_raw_record(msg, msg.headers())
-    return instrument, seq, source
+    fields = parse_raw_record(msg, msg.headers())
+    return fields.instrument, fields.seq, fields.source
 
 
-def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str, int, int]:
-    """Instrument, seq, source, source time and ``publish_ns`` (0 if absent) of a raw price.
+def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
+    """Instrument, seq, source, source time, ``publish_ns`` (0 if absent) and canonical value
+    of a raw price.
 
     Args:
         msg: the record.
@@ -87,4 +110,6 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> tuple[str, int, str,
     source = f"{headers.get('group', '?')}/{headers.get('member', '?')}"
     published = headers.get("publish_ns", "")
     publish_ns = int(published) if published.isdigit() else 0
-    return instrument, price.seq, source, price.source_time_ns, publish_ns
+    return RawFields(
+        instrument, price.seq, source, price.source_time_ns, publish_ns, encode_price(price)
+    )

@@ -164,6 +164,7 @@ class RelayWorker(PartitionWorker):
             active=self.active,
             drop=self.drop,
             commit=self.commit_async,
+            limits=cfg.limits,
         )
         self._next_tend = 0.0
         # taken up as the grace period ended -> NELI's assignment time then, and how many of

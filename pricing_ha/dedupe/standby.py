@@ -198,10 +198,9 @@ class StandbyTail:
             return  # read again after a reset: already applied
         self.records += 1
         view.position = offset + 1
-        headers = msg.headers()
-        control = control_kind(headers)
+        control = control_kind(msg.key(), msg.headers())
         if control is None:
-            view.fold_price(offset, seq_of(msg, headers))
+            view.fold_price(offset, seq_of(msg))
             return
         kind, values = control
         if kind != CHECKPOINT:  # a checkpoint copies some member's view below it: nothing new

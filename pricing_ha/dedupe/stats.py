@@ -28,3 +28,5 @@ class RelayStats:
     switches: int = 0
     producer_replacements: int = 0  # wedged output producers replaced (partitions started over)
     checkpoints: int = 0  # checkpoint records written to prices
+    instruments_refused: int = 0  # prices of new instruments dead-lettered: partition full
+    checkpoints_skipped: int = 0  # checkpoints larger than the producers' message.max.bytes

@@ -1,9 +1,14 @@
-"""Kafka record headers, normalised; and the control-record marker of ``prices``.
+"""Kafka record headers, normalised; and the one rule that tells a control record on ``prices``.
 
-A record of ``prices`` whose headers carry :data:`CONTROL_HEADER` is not a price: it is written
-by a relay taking over a partition to learn, by reading it back, where the partition ends (see
-:mod:`pricing_ha.dedupe.relay`). It has no key and an empty value. Every reader of ``prices``
-skips it (:func:`is_control`); so must any other consumer of that topic.
+A relay writes *control records* beside the prices on ``prices`` (takeover and release markers,
+checkpoints, hand-over notices: :mod:`pricing_ha.dedupe.control`). The rule, the same for every
+reader (the relay's standby, subscribers, the Spark pipeline, local tools): **a record is a
+control record if and only if it has no key and carries** :data:`CONTROL_HEADER`
+(:func:`is_control`). A price always has a key (its instrument: a raw price without one is
+dead-lettered), and the relay writes only allow-listed headers on the prices it relays
+(:mod:`pricing_ha.dedupe.relayed`), so a record a publisher wrote, whatever headers it carries,
+is never taken for a control record, and a control header forged on one never reaches
+``prices``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ def header_list(headers: Headers) -> list[tuple[str, HeaderValue]]:
     return list(headers)
 
 
+def header_pairs(headers: Headers) -> Iterable[tuple[str, HeaderValue]]:
+    """Headers as an iterable of pairs, without copying a list (hot paths)."""
+    if headers is None:
+        return ()
+    if isinstance(headers, Mapping):
+        return headers.items()
+    return headers
+
+
 def header_dict(headers: Headers) -> dict[str, str]:
     """Headers as a dict of text (the last value of a repeated header wins)."""
     out: dict[str, str] = {}
@@ -35,6 +49,7 @@ def header_dict(headers: Headers) -> dict[str, str]:
 CONTROL_HEADER = "pricing-ha-control"
 
 
-def is_control(headers: Headers) -> bool:
-    """Whether a record with these headers is a control record, not a price."""
-    return any(k == CONTROL_HEADER for k, _ in header_list(headers))
+def is_control(key: str | bytes | None, headers: Headers) -> bool:
+    """Whether a record with this key and these headers is a control record, not a price:
+    no key, and :data:`CONTROL_HEADER` among its headers (see the module docstring)."""
+    return key is None and any(k == CONTROL_HEADER for k, _ in header_list(headers))

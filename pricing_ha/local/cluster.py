@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from pricing_ha.kafka.headers import header_dict, is_control
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.seqs import value_seq
 
 #: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
 SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
@@ -39,6 +40,12 @@ class Record:
     value: bytes | None
     headers: dict[str, str]
     timestamp_ms: int
+
+    @property
+    def seq(self) -> int | None:
+        """The seq of a price record, read from its value (never from a header: a publisher
+        chooses its headers), or ``None`` if the record is not a keyed price."""
+        return value_seq(self.key, self.value)
 
 
 def read_topic(
@@ -75,7 +82,7 @@ def read_topic(
                 if todo and (msg.offset() or 0) + 1 >= todo.get(msg.partition() or 0, 0):
                     todo.pop(msg.partition() or 0, None)
                 key, value = msg.key(), msg.value()
-                if key is None and is_control(msg.headers()):
+                if is_control(key, msg.headers()):
                     continue  # a relay's takeover marker on prices, not a price
                 headers = header_dict(msg.headers())
                 out.append(
@@ -256,8 +263,9 @@ def by_group(records: list[Record], group: str) -> dict[tuple[str, int], list[Re
     """Records of one publishing group, keyed by (instrument, seq)."""
     out: dict[tuple[str, int], list[Record]] = {}
     for r in records:
-        if r.headers.get("group") == group and r.key is not None:
-            out.setdefault((r.key.decode(), int(r.headers["seq"])), []).append(r)
+        seq = r.seq
+        if r.headers.get("group") == group and r.key is not None and seq is not None:
+            out.setdefault((r.key.decode(), seq), []).append(r)
     return out
 
 

@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
+from pricing_ha.local.seqs import value_seq
 
 
 @dataclass
@@ -88,7 +89,7 @@ class LiveView:
                     if msg.topic() == self._neli_topic:
                         self._on_heartbeat(msg.value())
                     else:
-                        self._on_price(msg.key(), header_dict(msg.headers()))
+                        self._on_price(msg.key(), msg.value(), header_dict(msg.headers()))
         finally:
             self._consumer.close()
 
@@ -102,11 +103,13 @@ class LiveView:
             if seen is None or hb.sent_wall >= seen.sent_wall:
                 self._members[hb.member_id] = hb
 
-    def _on_price(self, key: str | bytes | None, headers: dict[str, str]) -> None:
-        if key is None or "seq" not in headers:
+    def _on_price(
+        self, key: str | bytes | None, value: bytes | None, headers: dict[str, str]
+    ) -> None:
+        seq = value_seq(key, value)  # from the value: a control record has none
+        if key is None or seq is None:
             return
         instrument = key.decode() if isinstance(key, bytes) else key
-        seq = int(headers["seq"])
         with self._lock:
             self._relayed += 1
             line = self._lines.setdefault(instrument, _Line())

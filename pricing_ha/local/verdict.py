@@ -321,9 +321,10 @@ def silences(
     seen: dict[str, set[int]] = {}
     out: list[Silence] = []
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-        if r.key is None or "seq" not in r.headers:
+        seq = r.seq
+        if r.key is None or seq is None:
             continue
-        instrument, seq = r.key.decode(), int(r.headers["seq"])
+        instrument = r.key.decode()
         have = seen.setdefault(instrument, set())
         if seq in have:
             continue
@@ -404,7 +405,7 @@ def judge(
     """
     by_instrument: dict[str, list[Record]] = {}
     for r in sorted(prices, key=lambda r: (r.partition, r.offset)):
-        if r.key is not None and "seq" in r.headers:
+        if r.key is not None and r.seq is not None:
             by_instrument.setdefault(r.key.decode(), []).append(r)
     raw_longest: dict[str, float] = {}
     # Every wait between first copies on prices.raw, read once: the longest per instrument,
@@ -419,7 +420,7 @@ def judge(
     out = []
     for instrument in sorted(expected.keys() | by_instrument.keys()):
         records = by_instrument.get(instrument, [])
-        seqs = [int(r.headers["seq"]) for r in records]
+        seqs = [seq for r in records if (seq := r.seq) is not None]
         last = expected.get(instrument, 0)
         unique = set(seqs)
         times = [r.timestamp_ms for r in records]

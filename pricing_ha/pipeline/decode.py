@@ -4,7 +4,7 @@ Pure DataFrame functions over :data:`~pricing_ha.pipeline.kafka_reader.KAFKA_SCH
 they work on the Kafka source's output or the landed Parquet alike.
 Values are parsed with Spark's JSON reader against the wire formats of
 :mod:`pricing_ha.publishing.quotes` and :func:`pricing_ha.publishing.pricing.encode_price`;
-a record that does not parse (or a control record on ``prices``, header
+a record that does not parse (or a control record on ``prices``: no key and the header
 :data:`~pricing_ha.kafka.headers.CONTROL_HEADER`) is not a quote or a price and is dropped.
 
 Columns out (times as ``*_ns`` epoch nanoseconds, ``timestamp`` the Kafka record time):
@@ -35,8 +35,11 @@ def header(name: str) -> Column:
 
 
 def is_control() -> Column:
-    """Whether the record is a control record (a relay's takeover marker), not a price."""
-    return F.exists(F.coalesce(F.col("headers"), F.array()), lambda h: h["key"] == CONTROL_HEADER)
+    """Whether the record is a control record, not a price: no key and the control header (the
+    one rule of :func:`pricing_ha.kafka.headers.is_control`)."""
+    return F.col("key").isNull() & F.exists(
+        F.coalesce(F.col("headers"), F.array()), lambda h: h["key"] == CONTROL_HEADER
+    )
 
 
 def _header_long(name: str) -> Column:

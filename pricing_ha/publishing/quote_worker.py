@@ -177,9 +177,13 @@ class QuoteWorker(PartitionWorker):
             logger=log,
         )
 
+    def _new_guard(self) -> SequenceGuard:
+        """A partition's seq check, bounded by ``limits.max_instruments_per_partition``."""
+        return SequenceGuard(self._cfg.limits.max_instruments_per_partition)
+
     def assign(self, partition: int) -> None:
         """Consume ``md.quotes[partition]`` from the group's committed position."""
-        self._guards[partition] = SequenceGuard()
+        self._guards[partition] = self._new_guard()
         topic = self._cfg.topics.quotes
         starts = committed_starts(self.consumer, topic, [partition], COMMITTED_TIMEOUT_S)
         self.consumer.incremental_assign(starts)
@@ -279,7 +283,9 @@ class QuoteWorker(PartitionWorker):
                 failed_at = queue[0].first
                 queue.clear()  # later acknowledgements of these shares are ignored
                 self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
-                self._guards[partition] = SequenceGuard()
+                self._guards[partition] = SequenceGuard(
+                    self._cfg.limits.max_instruments_per_partition
+                )
                 upto = failed_at if failed_at > 0 else None
             if upto is not None:
                 commits.append(TopicPartition(topics.quotes, partition, upto))

@@ -177,13 +177,25 @@ class SequenceGuard:
     resumes mid-stream). Forward gaps are accepted: the missing quotes are lost upstream, and
     refusing newer prices would only make things worse; the gap is reported so it can be counted
     and traced. Not thread-safe: one guard per consuming task.
+
+    It remembers at most ``limit`` instruments: past that, the least recently quoted one is
+    forgotten (``evicted`` counts them), so a flood of new names cannot grow it. Forgetting
+    loses nothing and duplicates nothing downstream: a forgotten instrument's next quote is
+    accepted as if first, and a repeated seq priced that way is dropped by the relay's mark,
+    which the relay never forgets.
+
+    Args:
+        limit: the most instruments remembered (``limits.max_instruments_per_partition``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         """Creates an empty guard."""
         self._last: dict[str, int] = {}
+        self._limit = limit
         self.gaps = 0
         """Total sequence numbers skipped over all instruments since creation."""
+        self.evicted = 0
+        """Instruments forgotten to stay within ``limit``."""
 
     def check(self, instrument: str, seq: int) -> SeqCheck:
         """Checks ``seq`` against the last accepted one and records it when accepted.
@@ -196,14 +208,24 @@ class SequenceGuard:
             A rejection with the reason for a repeated or backward ``seq``, else an acceptance
             with the size of the forward gap.
         """
-        last = self._last.get(instrument)
+        last_seqs = self._last
+        # Popped and put back: the dict's order is then least recently quoted first.
+        last = last_seqs.pop(instrument, None)
         if last is not None and seq <= last:
+            last_seqs[instrument] = last
             kind = "repeated" if seq == last else "backward"
             return SeqCheck(f"{kind} seq {seq} for {instrument} (last accepted {last})")
         gap = 0 if last is None else seq - last - 1
-        self._last[instrument] = seq
+        last_seqs[instrument] = seq
+        if last is None and self._limit is not None and len(last_seqs) > self._limit:
+            del last_seqs[next(iter(last_seqs))]
+            self.evicted += 1
         self.gaps += gap
         return SeqCheck(None, gap)
+
+    def __len__(self) -> int:
+        """How many instruments are remembered."""
+        return len(self._last)
 
     def last(self, instrument: str) -> int | None:
         """Returns the last accepted ``seq`` of ``instrument``, or ``None`` if none yet."""

@@ -49,6 +49,7 @@ from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.telemetry import SubscriberTelemetry
 from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["ConsumerLike", "Delivery", "Subscriber"]
 
@@ -210,6 +211,11 @@ class Subscriber:
         # The relay's output is in order already: a 0 s window delivers a jump at once.
         window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
         self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
+        # A broken or hostile topic can repeat one problem per record: one line per interval.
+        self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
+        # As many instruments as the relay admits over every partition (``[limits]``): a flood
+        # of new names on prices.raw (direct mode) cannot grow the arbiter without limit.
+        self._max_instruments = cfg.topics.partitions * cfg.limits.max_instruments_per_partition
         self.stats = SubscriberStats(
             direct=direct,
             topic=self.topic,
@@ -338,7 +344,7 @@ class Subscriber:
             log.warning("consumer error on %s: %s", self.topic, err)
             return
         key = msg.key()
-        if key is None and is_control(msg.headers()):
+        if is_control(key, msg.headers()):
             return  # a relay's takeover marker, not a price
         if self._keys is not None and key not in self._keys:
             return
@@ -346,11 +352,29 @@ class Subscriber:
             price = decode_price(msg.value())
         except InvalidPriceError as exc:
             self.stats.invalid += 1
-            log.warning("undecodable price at %s/%s: %s", msg.partition(), msg.offset(), exc)
+            self._warnings.warn(
+                "undecodable",
+                "undecodable price at %s/%s: %s",
+                msg.partition(),
+                msg.offset(),
+                exc,
+            )
             return
         if key is not None and key != price.instrument.encode():
             self.stats.invalid += 1
-            log.warning("price of %s under key %r", price.instrument, key)
+            self._warnings.warn("wrong key", "price of %s under key %r", price.instrument, key)
+            return
+        arbiter = self.arbiter
+        if (
+            not arbiter.knows(price.instrument)
+            and arbiter.instrument_count() >= self._max_instruments
+        ):
+            self.stats.invalid += 1
+            self._warnings.warn(
+                "instrument limit",
+                "price of a new instrument refused: %d instruments already (limits)",
+                self._max_instruments,
+            )
             return
         source, publish_ns, traceparent = _headers(msg)
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
@@ -362,7 +386,6 @@ class Subscriber:
             seq=price.seq,
             source=source,
         )
-        arbiter = self.arbiter
         dropped = arbiter.duplicates
         emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
         if arbiter.duplicates != dropped:
@@ -382,7 +405,9 @@ class Subscriber:
         for e in emissions:
             c = e.item
             if e.gap_before:
-                log.warning("%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq)
+                self._warnings.warn(
+                    "gap", "%s: %d seq(s) missing before %d", e.instrument, e.gap_before, e.seq
+                )
             if e.switched_from is not None:
                 log.info("%s: publisher switch %s -> %s", e.instrument, e.switched_from, e.source)
             delivery = Delivery(

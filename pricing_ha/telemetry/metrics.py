@@ -14,7 +14,8 @@ instrument                             kind        attributes
 ``pricing_ha.prices.delivered``        counter     partition
 ``pricing_ha.duplicates.dropped``      counter     stage (``relay``/``subscriber``), partition
 ``pricing_ha.seq.gaps``                counter     stage, partition
-``pricing_ha.instrument.staleness``    gauge (s)   instrument
+``pricing_ha.partition.staleness``     gauge (s)   partition
+``pricing_ha.instrument.staleness``    gauge (s)   instrument (opt-in: ``per_instrument``)
 ``pricing_ha.price.latency``           histogram   stage (end-to-end: source time to here, s)
 ``pricing_ha.price.hop_latency``       histogram   stage (the previous stage's produce to here)
 =====================================  ==========  ===========================================
@@ -33,6 +34,11 @@ pricing a quote): they count in a :class:`~pricing_ha.telemetry.tally.PriceTally
 once per batch.
 
 Partitions are attribute *strings*, as in the messaging semantic conventions.
+
+No attribute of the default export is per instrument: a flood of new instrument names would
+grow the series (and the state behind them) without limit. Staleness is reported per
+partition (seconds since its last price seen here); the per-instrument gauge is opt-in
+(``telemetry.per_instrument_metrics``), for a known, bounded set of instruments.
 """
 
 from __future__ import annotations
@@ -98,14 +104,26 @@ class PricingMetrics:
     Args:
         meter: where the instruments live (a no-op meter when telemetry is disabled).
         clock: wall time in seconds, for staleness (tests inject one).
+        per_instrument: also keep and export staleness per instrument (see the module
+            docstring).
     """
 
-    def __init__(self, meter: Meter, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        meter: Meter,
+        *,
+        clock: Callable[[], float] = time.time,
+        per_instrument: bool = False,
+    ) -> None:
         """Create the instruments."""
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str, int], bool] = {}
+        #: Whether staleness is kept per instrument too (:meth:`mark_fresh_many` is a no-op
+        #: otherwise).
+        self.per_instrument = per_instrument
         self._fresh: dict[str, float] = {}
+        self._fresh_partitions: dict[str, float] = {}
         self.leadership_transitions = meter.create_counter(
             "pricing_ha.leadership.transitions",
             unit="{transition}",
@@ -153,11 +171,18 @@ class PricingMetrics:
             description="1 while this member leads the partition, else 0",
         )
         meter.create_observable_gauge(
-            "pricing_ha.instrument.staleness",
-            callbacks=[self._observe_staleness],
+            "pricing_ha.partition.staleness",
+            callbacks=[self._observe_partition_staleness],
             unit="s",
-            description="Seconds since the last price of the instrument was seen here",
+            description="Seconds since the last price of the partition was seen here",
         )
+        if per_instrument:
+            meter.create_observable_gauge(
+                "pricing_ha.instrument.staleness",
+                callbacks=[self._observe_staleness],
+                unit="s",
+                description="Seconds since the last price of the instrument was seen here",
+            )
 
     def declare_defects(self, stage: str, partitions: Iterable[int]) -> None:
         """Create the duplicates-dropped and gaps series of ``stage`` at zero for ``partitions``.
@@ -215,15 +240,44 @@ class PricingMetrics:
 
     # -- staleness ----------------------------------------------------------------------------
 
+    def mark_partitions_fresh(
+        self, partitions: Iterable[int], at_wall: float | None = None
+    ) -> None:
+        """Prices of every one of ``partitions`` were seen (at ``at_wall``, default now)."""
+        at = self._clock() if at_wall is None else at_wall
+        with self._lock:
+            fresh = self._fresh_partitions
+            for partition in partitions:
+                key = str(partition)
+                if at > fresh.get(key, float("-inf")):
+                    fresh[key] = at
+
+    def forget_partition(self, partition: int) -> None:
+        """Stop reporting staleness for ``partition`` (e.g. it moved away)."""
+        with self._lock:
+            self._fresh_partitions.pop(str(partition), None)
+
+    def _observe_partition_staleness(self, _options: CallbackOptions) -> Iterable[Observation]:
+        now = self._clock()
+        with self._lock:
+            fresh = list(self._fresh_partitions.items())
+        return [Observation(max(0.0, now - at), {"partition": p}) for p, at in fresh]
+
     def mark_fresh(self, instrument: str, at_wall: float | None = None) -> None:
-        """A price of ``instrument`` was seen (at ``at_wall``, default now)."""
+        """A price of ``instrument`` was seen (at ``at_wall``, default now); a no-op unless
+        :attr:`per_instrument`."""
+        if not self.per_instrument:
+            return
         at = self._clock() if at_wall is None else at_wall
         with self._lock:
             if at > self._fresh.get(instrument, float("-inf")):
                 self._fresh[instrument] = at
 
     def mark_fresh_many(self, instruments: Iterable[str], at_wall: float | None = None) -> None:
-        """Prices of every one of ``instruments`` were seen (at ``at_wall``, default now)."""
+        """Prices of every one of ``instruments`` were seen (at ``at_wall``, default now); a
+        no-op unless :attr:`per_instrument`."""
+        if not self.per_instrument:
+            return
         at = self._clock() if at_wall is None else at_wall
         with self._lock:
             fresh = self._fresh

@@ -153,6 +153,7 @@ class Telemetry:
         trace_file: Path | None,
         az: str,
         price_sample_ratio: float = 0.0,
+        per_instrument_metrics: bool = False,
     ) -> None:
         """Use :func:`setup_telemetry`."""
         self.enabled = metric_reader is not None
@@ -164,7 +165,9 @@ class Telemetry:
         self.trace_file = trace_file
         self.az = az
         self.price_sample_ratio = price_sample_ratio
-        self.metrics = PricingMetrics(meter_provider.get_meter(_INSTRUMENTATION))
+        self.metrics = PricingMetrics(
+            meter_provider.get_meter(_INSTRUMENTATION), per_instrument=per_instrument_metrics
+        )
         self._closed = False
 
     @classmethod
@@ -325,4 +328,5 @@ def setup_telemetry(
         trace_file=trace_file,
         az=az,
         price_sample_ratio=tcfg.price_sample_ratio,
+        per_instrument_metrics=tcfg.per_instrument_metrics,
     )

@@ -52,6 +52,7 @@ class PriceTally:
         "_latencies",
         "_max",
         "_metrics",
+        "_per_instrument",
         "_stage",
     )
 
@@ -76,6 +77,9 @@ class PriceTally:
         self._max = max_latency_samples
         self._clock = clock
         self._counts: dict[int, int] = {}
+        # Instruments are noted only for the opt-in per-instrument staleness: otherwise a flood
+        # of new names would grow _by_partition without limit.
+        self._per_instrument = metrics.per_instrument
         self._batch: dict[str, int] = {}  # instrument -> partition, this batch
         self._by_partition: dict[int, set[str]] = {}  # every instrument seen, per partition
         self._latencies: list[float] = []
@@ -85,7 +89,8 @@ class PriceTally:
         """Count one price of ``instrument`` on ``partition``, with its latencies (seconds)."""
         counts = self._counts
         counts[partition] = counts.get(partition, 0) + 1
-        self._batch[instrument] = partition
+        if self._per_instrument:
+            self._batch[instrument] = partition
         self._latencies.append(latency_s)
         if hop_s is not None:
             self._hops.append(hop_s)
@@ -124,16 +129,20 @@ class PriceTally:
         ):
             for v in _strided(values, self._max):
                 histogram.record(max(0.0, v), self._stage)
+        at = self._clock() if at_wall is None else at_wall
         for instrument, partition in self._batch.items():
             self._by_partition.setdefault(partition, set()).add(instrument)
-        self._metrics.mark_fresh_many(self._batch, self._clock() if at_wall is None else at_wall)
+        self._metrics.mark_partitions_fresh(self._counts, at)
+        if self._batch:
+            self._metrics.mark_fresh_many(self._batch, at)
         self._counts = {}
         self._batch = {}
         self._latencies = []
         self._hops = []
 
     def forget_partition(self, partition: int) -> None:
-        """Stop reporting staleness for the instruments of ``partition`` (no longer worked on)."""
+        """Stop reporting staleness for ``partition`` and its instruments (no longer worked on)."""
+        self._metrics.forget_partition(partition)
         for instrument in self._by_partition.pop(partition, ()):
             self._metrics.forget_instrument(instrument)
 

@@ -45,12 +45,17 @@ def expected_of(spark: SparkSession, last: dict[str, int]) -> DataFrame:
 
 
 def test_decode_prices_skips_control_and_unreadable_records(spark: SparkSession) -> None:
-    """Control records and values that are not prices are dropped; headers become columns."""
+    """Control records (no key, the control header) and values that are not prices are
+    dropped; a keyed price carrying the control header is still a price; headers become
+    columns."""
+    key, value, topic, partition, offset, ts, headers = price("EURUSD", 3, 4, t=3)
+    forged = (key, value, topic, partition, offset, ts, [*headers, ("pricing-ha-control", b"x")])
     recs = [
         price("EURUSD", 1, 0, t=1, relay_ms=1500, publish_ms=1200, member="b"),
         control(1),
         (b"EURUSD", b"not json", "p", 0, 2, T0, []),
         price("EURUSD", 2, 3, t=2),
+        forged,
     ]
     got = rows(
         prices(frame(spark, recs)),
@@ -66,6 +71,7 @@ def test_decode_prices_skips_control_and_unreadable_records(spark: SparkSession)
     assert got == [
         ("EURUSD", 1, "b", t0_ns + 1_200_000_000, "r1", t0_ns + 1_500_000_000, 0),
         ("EURUSD", 2, "a", None, None, None, 3),
+        ("EURUSD", 3, "a", None, None, None, 4),
     ]
 
 

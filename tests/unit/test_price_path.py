@@ -283,7 +283,7 @@ def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     now = [1000.0]
-    metrics = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0])
+    metrics = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0], per_instrument=True)
     tally = PriceTally(
         metrics,
         metrics.prices_published,
@@ -309,12 +309,35 @@ def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
     stale = "pricing_ha_instrument_staleness_seconds"
     assert {lab["instrument"] for _, lab, _ in fams[stale].samples} == {"I0", "I1", "J"}
     assert value(fams, stale, instrument="J") == 2.5
+    by_partition = "pricing_ha_partition_staleness_seconds"
+    assert value(fams, by_partition, partition="1") == 2.5
     tally.forget_partition(1)  # the partition moved away: I1 and J are not reported any more
     fams = parse(render_prometheus(reader.get_metrics_data()))
     assert {lab["instrument"] for _, lab, _ in fams[stale].samples} == {"I0"}
+    assert {lab["partition"] for _, lab, _ in fams[by_partition].samples} == {"0"}
     with pytest.raises(ValueError, match="max_latency_samples"):
         PriceTally(metrics, metrics.gaps, stage="x", max_latency_samples=0)
     provider.shutdown()
+
+
+def test_default_metrics_have_no_per_instrument_series_or_state() -> None:
+    """By default a flood of instrument names adds no series and no per-instrument state."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics = PricingMetrics(provider.get_meter("t"), clock=lambda: 1000.0)
+    tally = PriceTally(metrics, metrics.prices_relayed, stage="relay", clock=lambda: 1000.0)
+    for i in range(5000):
+        tally.add(i % 3, f"FLOOD{i}", 0.001, None)
+    tally.flush()
+    text = render_prometheus(reader.get_metrics_data())
+    provider.shutdown()
+    assert "FLOOD" not in text
+    assert "instrument=" not in text
+    fams = parse(text)
+    series = fams["pricing_ha_partition_staleness_seconds"].samples
+    assert {lab["partition"] for _, lab, _ in series} == {"0", "1", "2"}
+    assert not metrics._fresh
+    assert not tally._by_partition
 
 
 def test_noop_telemetry_never_samples_and_with_az_overrides_the_zone() -> None:

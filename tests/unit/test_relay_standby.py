@@ -381,9 +381,9 @@ def test_records_read_twice_are_applied_once() -> None:
 
 
 def test_control_kind_tells_control_records_from_prices() -> None:
-    assert control_kind([("seq", b"1")]) is None
-    assert control_kind(None) is None
-    got = control_kind([(CONTROL_HEADER, "release"), ("term", b"12")])
+    assert control_kind(b"EURUSD", [("seq", b"1")]) is None
+    assert control_kind(None, None) is None
+    got = control_kind(None, [(CONTROL_HEADER, "release"), ("term", b"12")])
     assert got == (RELEASE, {CONTROL_HEADER: b"release", "term": b"12"})
 
 

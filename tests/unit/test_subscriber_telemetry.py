@@ -114,7 +114,8 @@ async def test_delivered_duplicates_gaps_and_latency_are_measured(telemetry: Tel
     assert value(fams, "pricing_ha_price_latency_seconds_sum", stage="subscriber") == (
         pytest.approx(3 * (2.0 - 500e-9))
     )
-    assert value(fams, "pricing_ha_instrument_staleness_seconds", instrument="X") >= 0
+    assert value(fams, "pricing_ha_partition_staleness_seconds", partition="0") >= 0
+    assert "pricing_ha_instrument_staleness_seconds" not in fams  # opt-in only
     assert sub.started
     await sub.close()
     assert not sub.started

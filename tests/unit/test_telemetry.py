@@ -204,7 +204,7 @@ def test_every_instrument_renders_as_valid_prometheus() -> None:
     now = [1000.0]
     r = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[r])
-    m = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0])
+    m = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0], per_instrument=True)
     m.prices_published.add(3, {"group": "p1", "partition": "0"})
     m.prices_relayed.add(2, {"partition": "0"})
     m.prices_delivered.add(1, {"partition": "0"})

@@ -13,11 +13,16 @@ T0 = 1_700_000_000.0  # the run's t=0, wall seconds
 BOUND = SilenceBound(tick_s=0.1, reorder_window_s=0.5)  # 0.7 s
 
 
+def _value(seq: int) -> bytes:
+    """A price value's seq (all the verdict reads of it: never the ``seq`` header)."""
+    return b'{"seq":%d}' % seq
+
+
 def _prices(instrument: str, times: list[float], seqs: list[int] | None = None) -> list[Record]:
     """Records of one instrument on partition 0, one per ``times`` (run clock, seconds)."""
     seqs = seqs if seqs is not None else list(range(1, len(times) + 1))
     return [
-        Record(0, i, instrument.encode(), b"{}", {"seq": str(s)}, int((T0 + t) * 1000))
+        Record(0, i, instrument.encode(), _value(s), {"seq": str(s)}, int((T0 + t) * 1000))
         for i, (t, s) in enumerate(zip(times, seqs, strict=True))
     ]
 
@@ -134,7 +139,7 @@ def test_raw_silences_count_first_copies_only() -> None:
     """On prices.raw the second group's copy of a seq does not end a silence."""
     a = _prices("X", _ticks(1.0, 10))
     b = [  # the other group's copies of seqs 1..10, late, then seqs 11..20 after a hole
-        Record(0, 100 + i, b"X", b"{}", {"seq": str(i + 1)}, int((T0 + 3.0 + 0.01 * i) * 1000))
+        Record(0, 100 + i, b"X", _value(i + 1), {"seq": "1"}, int((T0 + 3.0 + 0.01 * i) * 1000))
         for i in range(10)
     ]
     later = _prices("X", _ticks(5.0, 10), list(range(11, 21)))
