@@ -37,7 +37,8 @@ grace period T after the assignment has passed). The answer can stop being true 
   guarantee then rests on that proof. The fast variant also ends it by itself on evidence:
   once the member's own first heartbeat has returned, if the previous holder's last heartbeat
   read before it was sent more than T + e ago (after a crash: about S plus the rebalance), and
-  a holder that reads a later term of another member on its partition stops leading it. Both
+  a holder that reads a later term of another member on its partition stops leading it (until
+  the group disproves that take-over, 2 S + 1 s later: see :mod:`neli._tracker`). Both
   need wall clocks within e. :meth:`Neli.previous_holder_silent_s` tells an application how
   long ago that last heartbeat was sent, e.g. to wait until output the previous holder
   produced while it led has expired; :meth:`Neli.assigned_since` when the partition was

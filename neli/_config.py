@@ -114,6 +114,12 @@ class NeliConfig:
             cannot leave every member of every group leaderless at once (a common-mode
             failure); the price is more overlap, i.e. duplicate work, while the stall lasts.
             Off by default (the paper's rule: stale means not leading).
+        max_future_ms: how far ahead of this member's wall clock another member's may be: a
+            heartbeat whose send time, term start (``since``) or record timestamp is later than
+            now plus this is refused (counted in :attr:`neli.NeliStatus.rejected_heartbeats`,
+            never applied), so a forged future timestamp cannot keep a claim alive or end a
+            term. ``None`` picks ``max(1000, 2 * e)``; it must be at least e, the bound that
+            legitimate members' clocks keep.
     """
 
     bootstrap_servers: str
@@ -136,6 +142,7 @@ class NeliConfig:
     start_timeout_ms: int = 10_000
     assignment_strategy: str = "cooperative-sticky"
     keep_leading_when_isolated: bool = False
+    max_future_ms: int | None = None
 
     def __post_init__(self) -> None:  # noqa: PLR0912 - one flat list of checks reads best
         for name in ("bootstrap_servers", "group_id", "topic", "member_name"):
@@ -196,6 +203,14 @@ class NeliConfig:
             raise NeliConfigError(
                 "stall_limit_ms", f"must be in (0, S={s}) ms, got {self.stall_limit_ms}"
             )
+        if self.max_future_ms is None:
+            object.__setattr__(self, "max_future_ms", max(1000, 2 * e))
+        elif not isinstance(self.max_future_ms, int) or self.max_future_ms < e:
+            raise NeliConfigError(
+                "max_future_ms",
+                f"must be an integer >= clock_skew_ms e={e} ms (members' clocks may be that "
+                f"far apart), got {self.max_future_ms!r}",
+            )
         if self.expected_partitions is not None and self.expected_partitions < 1:
             raise NeliConfigError("expected_partitions", "must be positive")
         for section in ("kafka", "consumer", "producer"):
@@ -220,6 +235,12 @@ class NeliConfig:
         """T in seconds."""
         assert self.threshold_ms is not None
         return self.threshold_ms / 1000.0
+
+    @property
+    def max_future_s(self) -> float:
+        """``max_future_ms`` in seconds."""
+        assert self.max_future_ms is not None
+        return self.max_future_ms / 1000.0
 
     @property
     def grace_s(self) -> float:

@@ -9,7 +9,11 @@ and measures freshness by the monotonic time at which it sent the heartbeat that
 a record that sat in a fetch buffer while the process was frozen is seen as old, not as new.
 
 ``led`` lists the partitions the sender leads (for status displays) and ``meta`` carries opaque
-application data, such as a trace context for the telemetry of fail-overs.
+application data as a flat mapping of strings to JSON scalars, such as a trace context for the
+telemetry of fail-overs.
+
+Decoding refuses anything else, whoever wrote it, with :class:`HeartbeatDecodeError` and never
+another exception: the caps and checks are in :mod:`neli._heartbeat_check`.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from neli import _heartbeat_check as check
+from neli._heartbeat_check import MAX_HEARTBEAT_BYTES, HeartbeatDecodeError
 
-class HeartbeatDecodeError(ValueError):
-    """A record on the NELI topic is not a heartbeat."""
+__all__ = ["Heartbeat", "HeartbeatDecodeError"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,31 +81,55 @@ class Heartbeat:
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
-    def decode(cls, data: bytes | None) -> Heartbeat:
-        """Parse a heartbeat.
+    def decode(
+        cls,
+        data: bytes | None,
+        *,
+        not_after_wall: float | None = None,
+        partitions: int | None = None,
+    ) -> Heartbeat:
+        """Parse and check a heartbeat record.
+
+        Args:
+            data: the record's value.
+            not_after_wall: refuse a send time (``sent_wall``) or term start (``since``) later
+                than this: the receiver's wall clock plus its bound on how far ahead a sender's
+                clock may be (``NeliConfig.max_future_ms``). ``None``: no bound.
+            partitions: M, if known: refuse led partitions outside ``[0, M)``.
 
         Raises:
-            HeartbeatDecodeError: if ``data`` is not a version-1 heartbeat.
+            HeartbeatDecodeError: if ``data`` is not a version-1 heartbeat within the caps of
+                :mod:`neli._heartbeat_check` (its ``reason`` says which check failed). No other
+                exception escapes, whatever ``data`` holds.
         """
         if not data:
-            raise HeartbeatDecodeError("empty record")
+            raise HeartbeatDecodeError("empty")
+        if len(data) > MAX_HEARTBEAT_BYTES:
+            raise HeartbeatDecodeError("too large", f"{len(data)} > {MAX_HEARTBEAT_BYTES} bytes")
         try:
-            doc = json.loads(data)
-            if doc.get("v") != 1:
-                raise HeartbeatDecodeError(f"unknown heartbeat version {doc.get('v')!r}")
-            return cls(
-                group=str(doc["g"]),
-                member_id=str(doc["m"]),
-                member_name=str(doc["n"]),
-                incarnation=int(doc["i"]),
-                counter=int(doc["c"]),
-                sent_mono=float(doc["sm"]),
-                sent_wall=float(doc["sw"]),
-                led=tuple(int(p) for p in doc.get("l", ())),
-                meta=dict(doc.get("x", {})),
-                since=None if doc.get("s") is None else float(doc["s"]),
-            )
+            doc = json.loads(data, parse_constant=check.refuse_constant)
         except HeartbeatDecodeError:
             raise
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise HeartbeatDecodeError(f"not a heartbeat: {exc}") from exc
+        except RecursionError as exc:  # raised cleanly by the C scanner, the stack unwound
+            raise HeartbeatDecodeError("too deep", "JSON nested too deeply") from exc
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+            raise HeartbeatDecodeError("not json", str(exc)) from exc
+        if not isinstance(doc, dict):
+            raise HeartbeatDecodeError("not an object", type(doc).__name__)
+        if doc.get("v") != 1:
+            raise HeartbeatDecodeError("version", f"unknown heartbeat version {doc.get('v')!r}")
+        try:
+            return cls(
+                group=check.text(doc, "g"),
+                member_id=check.text(doc, "m"),
+                member_name=check.text(doc, "n"),
+                incarnation=check.integer(doc, "i"),
+                counter=check.integer(doc, "c"),
+                sent_mono=check.seconds(doc, "sm"),
+                sent_wall=check.seconds(doc, "sw", not_after_wall),
+                led=check.led(doc, partitions),
+                meta=check.meta(doc),
+                since=None if doc.get("s") is None else check.seconds(doc, "s", not_after_wall),
+            )
+        except KeyError as exc:
+            raise HeartbeatDecodeError(f"missing field {exc.args[0]}") from exc

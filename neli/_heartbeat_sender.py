@@ -5,7 +5,9 @@ partitions assigned to this member, tagged with their incarnation so that only i
 heartbeats refresh it. Every heartbeat names the partitions the sender leads at that instant and
 carries the merged mapping of the meta providers (for example a leadership term's trace context).
 Heartbeats carry the producer's wall clock as their timestamp: exclusive mode judges freshness by
-publish time, not by when a record happened to be read.
+publish time, not by when a record happened to be read. The fast variant tells the tracker what it
+sends (partition, counter, monotonic send time) before sending it: a heartbeat in this member's
+name that it did not send (a forgery) never counts as its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from neli._clock import Clock
 from neli._config import NeliConfig, Variant
 from neli._heartbeat import Heartbeat
+from neli._heartbeat_check import MAX_HEARTBEAT_BYTES
 from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
@@ -66,6 +69,7 @@ class HeartbeatSender:
         self._counter = 0
         #: Heartbeats that could not be queued or were not delivered.
         self.errors = 0
+        self._oversized = False
 
     async def run(self) -> None:
         """Pulse forever (until cancelled)."""
@@ -88,27 +92,41 @@ class HeartbeatSender:
                 targets = [
                     (p, tracker.incarnation(p) or 0, tracker.since(p)) for p in tracker.assigned()
                 ]
+            first = self._counter + 1
+            self._counter += len(targets)
+            if cfg.variant is Variant.FAST:
+                # Before it can come back: only what this member sent proves it owns a partition.
+                for i, (partition, _, _) in enumerate(targets):
+                    tracker.sent(partition, first + i, now_mono)
         meta: dict[str, Any] = {}
         for provider in self._meta:
             meta.update(provider())
-        for partition, incarnation, since in targets:
-            self._counter += 1
+        for i, (partition, incarnation, since) in enumerate(targets):
             hb = Heartbeat(
                 group=cfg.group_id,
                 member_id=self._member_id,
                 member_name=cfg.member_name,
                 incarnation=incarnation,
-                counter=self._counter,
+                counter=first + i,
                 sent_mono=now_mono,
                 sent_wall=now_wall,
                 led=led,
                 meta=meta,
                 since=since,
             )
+            value = hb.encode()
+            if len(value) > MAX_HEARTBEAT_BYTES and not self._oversized:
+                self._oversized = True  # said once: it is the same every pulse
+                log.error(
+                    "neli heartbeat of %d bytes exceeds the %d every reader accepts: it will be "
+                    "refused (too many led partitions or too much meta)",
+                    len(value),
+                    MAX_HEARTBEAT_BYTES,
+                )
             try:
                 self._producer.produce(
                     cfg.topic,
-                    value=hb.encode(),
+                    value=value,
                     partition=partition,
                     timestamp=int(now_wall * 1000),
                     on_delivery=self._on_delivery,

@@ -30,16 +30,16 @@ leading before it (:meth:`OwnerDirectory.since_is_exact` says which).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
+from neli._rejections import Rejections
 from neli._roles import role_partition
 
 __all__ = ["Owner", "OwnerDirectory", "OwnerLookup"]
@@ -101,6 +101,19 @@ class OwnerDirectory:
                     if old is not None and old.last_seen_wall < hb.sent_wall:
                         del claims[hb.member_id]
 
+    def prune(self, now_wall: float) -> None:
+        """Forget claims older than ``max_age_s`` at ``now_wall``: anyone may write heartbeats
+        naming new members, so claims that are no longer answered must not pile up."""
+        with self._lock:
+            for key in list(self._claims):
+                claims = self._claims[key]
+                for member in [
+                    m for m, o in claims.items() if now_wall - o.last_seen_wall > self.max_age_s
+                ]:
+                    del claims[member]
+                if not claims:
+                    del self._claims[key]
+
     def partition_owners(self, group: str, partition: int, now_wall: float) -> list[Owner]:
         """The members of ``group`` claiming ``partition`` now, longest-standing first."""
         with self._lock:
@@ -133,6 +146,11 @@ class OwnerLookup:
         pulse_interval_ms: the members' pulse; ``max_age_s`` is three pulses.
         wall: the reader's wall clock (injectable for tests).
         kafka: extra librdkafka settings for the reader (TLS, SASL, ...).
+        max_future_ms: heartbeats sent (by their own account) more than this ahead of ``wall``
+            are refused, like a member refuses them (``NeliConfig.max_future_ms``).
+
+    Records that are not acceptable heartbeats are refused and counted
+    (:attr:`heartbeats_rejected`), never raised.
     """
 
     def __init__(
@@ -143,6 +161,7 @@ class OwnerLookup:
         pulse_interval_ms: int = 300,
         wall: Callable[[], float] = time.time,
         kafka: dict[str, str] | None = None,
+        max_future_ms: int = 1000,
     ) -> None:
         """Create the reader; nothing connects until :meth:`start`."""
         self._settings = {
@@ -156,6 +175,8 @@ class OwnerLookup:
         self._topic = topic
         self._max_age_s = 3 * pulse_interval_ms / 1000
         self._wall = wall
+        self._max_future_s = max_future_ms / 1000
+        self._rejections = Rejections(f"owner lookup of {topic}")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.directory: OwnerDirectory | None = None
@@ -172,15 +193,35 @@ class OwnerLookup:
         self._thread = threading.Thread(target=self._run, args=(consumer,), daemon=True)
         self._thread.start()
 
+    @property
+    def heartbeats_rejected(self) -> Mapping[str, int]:
+        """Records read and refused, per reason (see :class:`neli.HeartbeatDecodeError`)."""
+        return self._rejections.by_reason()
+
     def _run(self, consumer: Consumer) -> None:
-        assert self.directory is not None
+        directory = self.directory
+        assert directory is not None
+        pruned = self._wall()
         try:
             while not self._stop.is_set():
                 msg = consumer.poll(0.1)
+                now = self._wall()
+                if now - pruned > directory.max_age_s:
+                    directory.prune(now)
+                    pruned = now
                 if msg is None or msg.error() is not None:
                     continue
-                with contextlib.suppress(HeartbeatDecodeError):
-                    self.directory.observe(Heartbeat.decode(msg.value()))
+                try:
+                    hb = Heartbeat.decode(
+                        msg.value(),
+                        not_after_wall=now + self._max_future_s,
+                        partitions=directory.partitions,
+                    )
+                except HeartbeatDecodeError as exc:
+                    where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+                    self._rejections.refuse(exc.reason, where, str(exc))
+                    continue
+                directory.observe(hb)
         finally:
             consumer.close()
 

@@ -3,7 +3,12 @@
 librdkafka's consumer blocks, so one thread owns it from subscription to close. It polls the
 NELI topic and feeds every heartbeat it reads to the tracker (fast exclusive: storing the
 offset *of* the member's own heartbeats, so that the next holder reads them first), and it runs
-the group's rebalance callbacks:
+the group's rebalance callbacks. Any record that is not an acceptable heartbeat (malformed,
+oversized, timestamped too far in the future, or refused by the tracker) is dropped and counted
+in :class:`~neli._rejections.Rejections`, never raised: anyone who may write the topic could
+otherwise stop every member that reads it, one after the other. After each poll the tracker
+learns when it began (rebalance callbacks queued before then have run: see
+:meth:`LeadershipTracker.polled`).
 
 * an **assignment** goes to the tracker, and a pulse follows at once (the fast variant leads a
   new partition only on its own heartbeat there);
@@ -39,6 +44,7 @@ from neli._clock import Clock
 from neli._config import NeliConfig
 from neli._dispatch import EventDispatcher
 from neli._heartbeat import Heartbeat, HeartbeatDecodeError
+from neli._rejections import Rejections
 from neli._tracker import LeadershipTracker
 
 log = logging.getLogger("neli")
@@ -66,6 +72,8 @@ class Poller:
         events: delivers the REVOKED events of a revocation.
         pulse: sends one heartbeat now (called on ``loop``).
         on_failure: called from the thread with the error that ended it, before :attr:`done`.
+        partitions: M, the topic's partition count (heartbeats naming others are refused).
+        rejections: where refused records are counted.
     """
 
     def __init__(
@@ -81,6 +89,8 @@ class Poller:
         events: EventDispatcher,
         pulse: Callable[[], None],
         on_failure: Callable[[BaseException], None],
+        partitions: int,
+        rejections: Rejections,
     ) -> None:
         """Create a poller; nothing is polled until :meth:`start`."""
         self._config = config
@@ -93,6 +103,8 @@ class Poller:
         self._events = events
         self._pulse = pulse
         self._on_failure = on_failure
+        self._partitions = partitions
+        self._rejections = rejections
         self._store_own = config.stores_own_heartbeats
         self._stopping = threading.Event()
         self._leave = threading.Event()
@@ -133,16 +145,17 @@ class Poller:
                 if self._leave.is_set() and not left:
                     consumer.unsubscribe()  # revocation with release: leading until stale
                     left = True
+                started = self._clock.monotonic()
                 msg = consumer.poll(_POLL_TIMEOUT_S)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.fatal():
+                if msg is not None:
+                    err = msg.error()
+                    if err is None:
+                        self._on_record(msg)
+                    elif err.fatal():
                         raise KafkaException(err)
-                    log.warning("neli consumer: %s", err)
-                    continue
-                self._on_record(msg)
+                    else:
+                        log.warning("neli consumer: %s", err)
+                self._polled(started)
         except BaseException as exc:  # noqa: BLE001 - handed to wait() instead of lost in a thread
             error = exc
         finally:
@@ -163,17 +176,37 @@ class Poller:
         partition = msg.partition()
         if partition is None:
             return
-        try:
-            hb = Heartbeat.decode(msg.value())
-        except HeartbeatDecodeError as exc:
-            log.debug("ignoring non-heartbeat on %s[%d]: %s", msg.topic(), partition, exc)
-            return
+        not_after = self._clock.wall() + self._config.max_future_s
         ts_type, ts_ms = msg.timestamp()
         publish = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000.0
+        try:
+            hb = Heartbeat.decode(
+                msg.value(), not_after_wall=not_after, partitions=self._partitions
+            )
+            if publish is not None and publish > not_after:
+                raise HeartbeatDecodeError("future timestamp", f"{publish} is after {not_after}")
+        except HeartbeatDecodeError as exc:
+            self._refuse(msg, partition, exc.reason, str(exc))
+            return
         with self._lock:
-            self._tracker.observe(partition, hb, publish, self._clock.monotonic())
-        if self._store_own and hb.member_id == self._member_id:
+            refused = self._tracker.observe(partition, hb, publish, self._clock.monotonic())
+        if refused is not None:
+            self._refuse(msg, partition, refused, f"from {hb.member_id!r}"[:200])
+        elif self._store_own and hb.member_id == self._member_id:
             self._store(msg, partition)
+
+    def _refuse(self, msg: Message, partition: int, reason: str, detail: str) -> None:
+        self._rejections.refuse(reason, f"{msg.topic()}[{partition}]@{msg.offset()}", detail)
+
+    def _polled(self, started: float) -> None:
+        with self._lock:
+            disproved = self._tracker.polled(started)
+        for partition, claimant in disproved:
+            where = f"{self._config.topic}[{partition}]"
+            detail = (
+                f"take-over by {claimant!r}"[:200] + " disproved: still assigned; leading again"
+            )
+            self._rejections.refuse("disproved take-over", where, detail)
 
     def _store(self, msg: Message, partition: int) -> None:
         """Fast exclusive: store the offset *of* our own heartbeat for the auto-commit (not

@@ -34,6 +34,7 @@ from neli._errors import NeliClosedError
 from neli._events import BarrierHandler, LeadershipEvent
 from neli._heartbeat_sender import HeartbeatSender, MetaProvider
 from neli._poller import Poller
+from neli._rejections import Rejections
 from neli._roles import role_partition
 from neli._status import NeliStatus
 from neli._topic import topic_partitions
@@ -73,8 +74,10 @@ class Neli:
         self._clock = clock
         self._meta: list[MetaProvider] = [] if heartbeat_meta is None else [heartbeat_meta]
         self._tracker = LeadershipTracker(config, self.member_id)
+        self._tracker.verify_own = True  # the sender announces every heartbeat it sends
         self._lock = threading.Lock()
         self._events = EventDispatcher(config, self.member_id, clock)
+        self._rejections = Rejections(config.group_id, clock.monotonic)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._producer: Producer | None = None
         self._partitions = 0
@@ -138,6 +141,8 @@ class Neli:
             events=self._events,
             pulse=self._sender.pulse,
             on_failure=self._on_poll_failure,
+            partitions=self._partitions,
+            rejections=self._rejections,
         )
         self._poller.start()
         with self._lock:
@@ -256,6 +261,11 @@ class Neli:
     def heartbeat_errors(self) -> int:
         """Heartbeats that could not be queued or were not delivered (diagnostics)."""
         return 0 if self._sender is None else self._sender.errors
+
+    @property
+    def heartbeats_rejected(self) -> Mapping[str, int]:
+        """Records read on the NELI topic and refused, per reason (see :class:`NeliStatus`)."""
+        return self._rejections.by_reason()
 
     @property
     def partitions(self) -> int:
@@ -384,6 +394,7 @@ class Neli:
                 partitions=self._partitions,
                 now_mono=clock.monotonic(),
                 now_wall=clock.wall(),
+                rejected_heartbeats=self._rejections.total,
             )
 
     # -- events -------------------------------------------------------------------------------

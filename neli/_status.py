@@ -31,6 +31,10 @@ class NeliStatus:
         provisional: partitions in ``led`` held only provisionally (non-exclusive mode with
             ``keep_leading_when_isolated``: the broker stopped answering or the session was
             lost).
+        rejected_heartbeats: records read on the NELI topic and refused since start: not
+            heartbeats, outside the caps, timestamped too far in the future, or lying in a way
+            the member detects (per reason: :attr:`neli.Neli.heartbeats_rejected`). Anyone who
+            may write the topic can make this grow; it never costs leadership.
     """
 
     group: str
@@ -43,6 +47,7 @@ class NeliStatus:
     why_not: Mapping[int, str] = field(default_factory=dict)
     stalls: int = 0
     provisional: tuple[int, ...] = ()
+    rejected_heartbeats: int = 0
 
     @classmethod
     def of(
@@ -55,6 +60,7 @@ class NeliStatus:
         partitions: int,
         now_mono: float,
         now_wall: float,
+        rejected_heartbeats: int = 0,
     ) -> NeliStatus:
         """The snapshot of ``tracker`` at the given instant (the caller holds its lock)."""
         fresh = tracker.freshness(now_mono, now_wall)
@@ -69,4 +75,5 @@ class NeliStatus:
             why_not={p: r for p in sorted(fresh) if (r := tracker.why_not(p, now_mono, now_wall))},
             stalls=tracker.stalls,
             provisional=tuple(sorted(tracker.provisional(now_mono, now_wall))),
+            rejected_heartbeats=rejected_heartbeats,
         )

@@ -25,7 +25,7 @@ When can leadership no longer be trusted?
   Each heartbeat carries ``since``, the wall time its sender was assigned the partition it is
   written to. A member that reads, on a partition it holds, a heartbeat of another member of
   its group whose term there began later (``since`` greater than its own) has been replaced:
-  it stops leading that partition for good (the successor's heartbeat precedes any of its own
+  it stops leading that partition at once (the successor's heartbeat precedes any of its own
   later ones on the log, so those can no longer keep it leading). The successor, in turn, may
   lead before its grace period is over once (1) its own heartbeat of the new term has come
   back, so it has read the partition up to that heartbeat, and (2) the latest heartbeat of
@@ -44,6 +44,12 @@ When can leadership no longer be trusted?
   rebalance old when the successor is assigned, so the grace period ends as soon as its own
   heartbeat returns. This assumes every member of the group runs a version that stops on a
   later term.
+* **Fast NELI, exclusive: a take-over the group disproves ends.** Heartbeats are not
+  authenticated: a take-over may be forged. A true one means the coordinator ended this
+  member's session before the heartbeat was read, and its client declares the loss (REVOKED,
+  at the next poll) at most about S after its last successful group heartbeat. A partition
+  still held at a poll begun ``2 S + 1 s`` after the take-over was read was never taken: it is
+  led again. A blocked poll thread completes no poll, so resumes nothing (docs/neli-trust.md).
 * **Non-exclusive, riding through isolation** (``keep_leading_when_isolated``): a member that
   was leading a partition keeps leading it, *provisionally*, through a broker or coordinator
   stall or a session loss; when that ends: :mod:`neli._isolation`.
@@ -67,7 +73,7 @@ from neli._config import Mode, NeliConfig, Variant
 from neli._events import EventKind
 from neli._heartbeat import Heartbeat
 from neli._isolation import Isolation
-from neli._slot import Slot, State, previous_holder_silence
+from neli._slot import Slot, State, observe_other, previous_holder_silence
 from neli._stall import StallGuard
 
 
@@ -101,6 +107,11 @@ class LeadershipTracker:
         self._isolation = Isolation(
             config.keep_leading_when_isolated and not self._exclusive, self._t, self._claims
         )
+        #: Fast variant: count only own heartbeats announced with :meth:`sent` (the runtime
+        #: sets it; tests of the rules may feed heartbeats without announcing them).
+        self.verify_own = False
+        #: A take-over the member is still assigned this long after reading it is disproved.
+        self.disprove_after_s = 2 * config.session_timeout_ms / 1000 + 1.0
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -206,7 +217,7 @@ class LeadershipTracker:
 
     def observe(
         self, partition: int, hb: Heartbeat, publish_wall: float | None, now_mono: float
-    ) -> None:
+    ) -> str | None:
         """Record a heartbeat consumed from ``partition``.
 
         Args:
@@ -214,21 +225,29 @@ class LeadershipTracker:
             hb: the decoded heartbeat.
             publish_wall: the record's timestamp in seconds (CreateTime or LogAppendTime), if any.
             now_mono: the monotonic time of receipt.
+
+        Returns:
+            ``None``, or why a heartbeat in this member's name is refused as not sent by it
+            (it would keep a lost partition fresh).
         """
+        if hb.member_id == self._member_id and hb.sent_mono > now_mono:
+            return "own from the future"
         self._isolation.heard(now_mono)
         if hb.member_id != self._member_id and hb.group == self._config.group_id:
             # Other groups share the topic; their leaders are not our predecessors.
             self._claims.observe(hb, now_mono)
         slot = self._slots.get(partition)
         if slot is None:
-            return
+            return None
         if self._fast:
             if hb.member_id != self._member_id:
                 if self._exclusive and hb.group == self._config.group_id:
-                    self._observe_other(partition, slot, hb, publish_wall)
-                return
+                    observe_other(partition, slot, hb, publish_wall, now_mono)
+                return None
             if hb.incarnation != slot.incarnation:
-                return  # only our own heartbeats of this term prove we still own the partition
+                return None  # only our own heartbeats of this term prove we still own it
+            if self.verify_own and not slot.sent_it(hb):
+                return None if slot.forgot(hb) else "own, never sent"
             value = hb.sent_mono
         elif self._exclusive:
             value = publish_wall if publish_wall is not None else hb.sent_wall
@@ -236,25 +255,34 @@ class LeadershipTracker:
             value = now_mono
         if slot.fresh is None or value > slot.fresh:
             slot.fresh = value
+        return None
 
-    @staticmethod
-    def _observe_other(
-        partition: int, slot: Slot, hb: Heartbeat, publish_wall: float | None
-    ) -> None:
-        """Fast, exclusive: another member's heartbeat on a partition this member holds."""
-        if hb.since is not None and slot.since_wall is not None and hb.since > slot.since_wall:
-            # Its term here began after ours: the partition was taken from us (we are the
-            # zombie). For good: our own later heartbeats land after this one.
-            if slot.superseded is None:
-                slot.superseded = hb.member_id
-            return
-        if slot.fresh is None:
-            # Read before our own heartbeat returned: the previous holder's, the evidence for
-            # ending the grace period early (see the module docstring). Later ones land after
-            # ours and end their sender's term instead.
-            sent = publish_wall if publish_wall is not None else hb.sent_wall
-            if slot.prior_wall is None or sent >= slot.prior_wall:
-                slot.prior_wall, slot.prior_named = sent, partition in hb.led
+    def sent(self, partition: int, counter: int, sent_mono: float) -> None:
+        """Fast variant: this member sends heartbeat ``counter`` to ``partition`` at
+        ``sent_mono``. With :attr:`verify_own` only such heartbeats refresh it: a forgery in
+        this member's name (copied from its earlier ones) cannot keep a lost partition fresh."""
+        slot = self._slots.get(partition)
+        if slot is not None:
+            slot.remember_sent(counter, sent_mono, self._t)
+
+    def polled(self, started_mono: float) -> list[tuple[int, str]]:
+        """The poll thread finished a poll that began at ``started_mono``: every rebalance
+        callback librdkafka had queued by then has run.
+
+        Ends each take-over (fast, exclusive) that the group has disproved: read at least
+        :attr:`disprove_after_s` before that poll began, on a partition this member still
+        holds (see the module docstring). Returns them as ``(partition, claimant)``.
+        """
+        out: list[tuple[int, str]] = []
+        for p, slot in self._slots.items():
+            if (
+                slot.superseded is not None
+                and slot.superseded_mono is not None
+                and started_mono - slot.superseded_mono >= self.disprove_after_s
+            ):
+                out.append((p, slot.superseded))
+                slot.superseded = slot.superseded_mono = None
+        return out
 
     # -- queries ------------------------------------------------------------------------------
 

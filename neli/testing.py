@@ -83,8 +83,15 @@ class FakeNeli:
         self.silent: dict[int, float] = {}
         #: What :meth:`assigned_since` answers per partition (set by the test).
         self.since: dict[int, float] = {}
+        #: What :attr:`heartbeats_rejected` answers (set by the test).
+        self.rejected: dict[str, int] = {}
 
     # -- the Neli surface ---------------------------------------------------------------------
+
+    @property
+    def heartbeats_rejected(self) -> Mapping[str, int]:
+        """Refused heartbeats per reason: :attr:`rejected`, set by the test."""
+        return dict(self.rejected)
 
     @property
     def partitions(self) -> int:

@@ -184,14 +184,17 @@ def _read_heartbeats(
         meta = md.topics.get(topic)
         count = len(meta.partitions) if meta is not None and meta.partitions else 0
         consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(count)])
+        future_s = max(1.0, 2 * cfg.relay.clock_skew_ms / 1000)  # NeliConfig's default bound
         started = time.time()
         deadline = time.monotonic() + window_s
         while time.monotonic() < deadline:
             msg = consumer.poll(0.1)
             if msg is None or msg.error() is not None:
                 continue
-            try:
-                hb = Heartbeat.decode(msg.value())
+            try:  # refuse what members refuse: hostile records, forged future claims
+                hb = Heartbeat.decode(
+                    msg.value(), not_after_wall=time.time() + future_s, partitions=count
+                )
             except HeartbeatDecodeError:
                 continue
             on_heartbeat(hb)

@@ -75,7 +75,7 @@ def message_max_bytes(broker: BrokerConfig) -> int:
     """The producers' ``message.max.bytes`` (``[broker.librdkafka]``, else librdkafka's
     default); a record larger than this fails to produce."""
     text = broker.librdkafka.get("message.max.bytes", str(DEFAULT_MESSAGE_MAX_BYTES))
-    if not (text.isdigit() and int(text) >= 1000):
+    if not (text.isascii() and text.isdigit() and 4 <= len(text) <= 10 and int(text) >= 1000):
         raise ConfigError(
             "AppConfig",
             "broker.librdkafka.message.max.bytes",

@@ -45,13 +45,14 @@ after): then no earlier owner can still append, and the new owner need not wait 
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 
 import orjson
 from confluent_kafka import Message
 
-from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_list, is_control
+from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_int, header_list, is_control
 from pricing_ha.publishing.quotes import MAX_SEQ
 
 __all__ = [
@@ -154,8 +155,8 @@ class PartitionView:
         if kind in (TAKEOVER, PROBE):
             self.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
         elif kind == HANDOVER:
-            term = values.get("term", b"")
-            self.handover_term = int(term) if term.isdigit() else -2
+            term = header_int(values.get("term"))
+            self.handover_term = -2 if term is None else term
         elif kind == KEPT and values.get("term", b"") == str(self.handover_term).encode():
             self.handover_term = -1
         elif kind == RELEASE and values.get("before") == b"unclean":
@@ -167,12 +168,13 @@ class PartitionView:
             if below is not None and -1 <= below < self.term == _signed(values.get("term", b"")):
                 self.term = below
                 try:
-                    self.term_wall = float(values.get("below_wall", b"-1"))
+                    wall = float(values.get("below_wall", b"-1"))
                 except ValueError:
-                    self.term_wall = -1.0
+                    wall = -1.0
+                self.term_wall = wall if math.isfinite(wall) else -1.0
         elif kind == RELEASE:
-            term = values.get("term", b"")
-            released = int(term) if term.isdigit() else -2
+            term = header_int(values.get("term"))
+            released = -2 if term is None else term
             if 0 <= released < self.term and self.released_term == self.term:
                 # A late release of an earlier term (a deposed owner that noticed its loss
                 # only now) says nothing about the latest term's owner, which has released
@@ -226,8 +228,8 @@ class PartitionView:
 
 def _signed(raw: bytes) -> int | None:
     """A header's integer value (may be negative), or ``None``."""
-    digits = raw[1:] if raw.startswith(b"-") else raw
-    return int(raw) if digits.isdigit() else None
+    number = header_int(raw[1:] if raw.startswith(b"-") else raw)
+    return None if number is None else (-number if raw.startswith(b"-") else number)
 
 
 def _int(value: object) -> int:

@@ -108,6 +108,8 @@ class HotPath:
         self.arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
         self._first_price: dict[int, float] = {}  # taken up, nothing emitted yet: since when
+        # partition -> last offset processed, whose commit waits for a dead letter to settle
+        self._held_back: dict[int, int] = {}
 
     def take_up(self, partition: int, high: dict[str, int]) -> None:
         """``partition`` was taken over from the high-water marks ``high``; its first record
@@ -121,12 +123,14 @@ class HotPath:
         for instrument, seq in high.items():
             arbiter.set_high_water(instrument, seq)
         self.arbiters[partition] = arbiter
+        self._held_back.pop(partition, None)  # started (over): re-read from the last commit
         self._out.track(partition, arbiter)
 
     def forget(self, partition: int) -> None:
         """``partition`` is no longer worked on."""
         self._paused.pop(partition, None)
         self._first_price.pop(partition, None)
+        self._held_back.pop(partition, None)
         self.arbiters.pop(partition, None)
 
     def process(self, batch: list[Message]) -> None:
@@ -227,8 +231,8 @@ class HotPath:
 
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""
-        if self._read_ahead.replaying:
-            self.process([])
+        if self._read_ahead.replaying or self._dead_letters_settled():
+            self.process([])  # an empty batch: flushes, then commits what may be committed
             return
         lost: set[int] = set()
         self._expire(time.monotonic(), lost)
@@ -313,7 +317,28 @@ class HotPath:
         for partition in self._restarts.failed(partitions & self._active):
             self._drop(partition)
 
+    def _dead_letters_settled(self) -> bool:
+        """Whether a position held back for a dead letter may be committed now."""
+        for partition, offset in self._held_back.items():
+            floor = self._out.commit_floor(partition)
+            if floor is None or floor > offset:
+                return True
+        return False
+
     def _commit(self, last: dict[int, int], lost: set[int]) -> None:
+        # Never past a record whose dead letter is not settled (delivered or given up): a
+        # position held back for one is committed with the next batch once it is.
+        for partition in list(self._held_back):
+            offset = self._held_back.pop(partition)
+            if partition in self.arbiters and partition not in lost:
+                last.setdefault(partition, offset)
+        for partition, offset in list(last.items()):
+            if partition in lost:
+                continue  # nothing committed: it starts over from its last commit
+            floor = self._out.commit_floor(partition)
+            if floor is not None and floor <= offset:
+                self._held_back[partition] = offset
+                last[partition] = floor - 1
         commits = self._raw.commits(last, self.arbiters, lost)
         if commits:
             self._commit_async(commits)

@@ -229,22 +229,17 @@ class RelayOutput:
             process.end()
 
     def dead_letter(self, msg: Message, partition: int, offset: int, reason: str) -> None:
-        """Send a malformed raw record to the raw dead-letter topic, with the reason."""
+        """Send a malformed raw record to the raw dead-letter topic, with the reason (bounded,
+        the payload capped, failures handled: :mod:`pricing_ha.kafka.dead_letter`)."""
         self.stats.dead_lettered += 1
-        self._producers.producer.produce(
-            self._cfg.topics.raw_dlq,
-            key=msg.key(),
-            value=msg.value(),
-            partition=partition,
-            headers=[
-                ("reason", reason.encode()),
-                ("source.topic", self._cfg.topics.raw.encode()),
-                ("source.partition", str(partition).encode()),
-                ("source.offset", str(offset).encode()),
-                ("relay", self._member.encode()),
-            ],
-            on_delivery=self._on_delivery,
+        self._producers.dead_letters.send(
+            partition=partition, offset=offset, key=msg.key(), value=msg.value(), reason=reason
         )
+
+    def commit_floor(self, partition: int) -> int | None:
+        """The lowest offset of ``partition`` whose dead letter is not settled yet (its input
+        is not committed past it), or ``None``."""
+        return self._producers.dead_letters.floor(partition)
 
     # -- end of a batch -----------------------------------------------------------------------
 
@@ -261,6 +256,7 @@ class RelayOutput:
         """Wait for every record to be acknowledged, report metrics; return failed partitions."""
         producers = self._producers
         remaining = producers.producer.flush(FLUSH_TIMEOUT_S)
+        producers.dead_letters.poll()  # sent beside the prices: mostly settled by now
         producers.fences.commit_open()
         self._tally.flush()
         self.report(arbiters)
@@ -273,6 +269,7 @@ class RelayOutput:
         """Serve delivery callbacks and report metrics, without waiting (idle time)."""
         producers = self._producers
         producers.producer.poll(0)
+        producers.dead_letters.poll()
         producers.fences.commit_open()  # what expired from the reorder windows becomes visible now
         if self._tally.pending:
             self._tally.flush()

@@ -10,8 +10,10 @@ read-back evidence).
 written by a transactional producer of its own (:class:`~pricing_ha.dedupe.fences.Fences`); a
 takeover marker is written only after ``init_transactions`` fenced the previous owner, prices
 are emitted inside transactions committed at the end of each batch and when idle, and a
-partition whose transaction fails is started over. Probes and the dead-letter topic go
-through the relay's one idempotent producer.
+partition whose transaction fails is started over. Probes go through the relay's one
+idempotent producer; dead letters through :attr:`OutputProducers.dead_letters`, a producer of
+their own with the rule every role shares (:mod:`pricing_ha.kafka.dead_letter`), so a
+dead-letter topic that refuses records never fails or replays prices.
 
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
@@ -35,7 +37,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.stats import RelayStats
+from pricing_ha.kafka.dead_letter import DeadLetters
 from pricing_ha.kafka.producers import PRODUCER_DEFAULTS, ConfigValue, ReplaceableProducer
+from pricing_ha.kafka.replay_backoff import ReplayBackoff, is_permanent
 from pricing_ha.member.worker import FLUSH_TIMEOUT_S
 
 __all__ = ["OutputProducers"]
@@ -55,6 +59,7 @@ _LINGER_MS = 10
 # message.timeout.ms by up to this long before it fails instead of being sent.
 _EXPIRY_SCAN_S = 1.0
 _EXPIRY_MARGIN_S = 0.2
+_DLQ_CLOSE_S = 5.0  # how long a closing relay waits for its dead letters
 
 
 def outcome_known_after_s(message_timeout_s: float) -> float:
@@ -94,6 +99,9 @@ class OutputProducers:
         self._cfg = cfg
         self._stats = stats
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
+        self._permanent: set[int] = set()  # ... and of those, failed for good (not transient)
+        self._replays = ReplayBackoff()
+        self._resume_at = float("-inf")
         # partition -> (offset, monotonic time produced) of some acknowledged records
         self._appended: dict[int, deque[tuple[int, float]]] = {}
         self._unproven = False  # replaced, and the broker has not answered the new producer yet
@@ -126,6 +134,24 @@ class OutputProducers:
             workers=cfg.topics.partitions if self.fencing and parallel_commits else 0,
         )
         #: The relay's one idempotent producer (replaced when wedged).
+        #: Malformed raw records' dead letters (built at the first one).
+        self.dead_letters = DeadLetters(
+            cfg.broker.client_config(
+                defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
+                required={
+                    "client.id": f"relay-{member}-dlq",
+                    "message.timeout.ms": message_timeout_ms,
+                },
+            ),
+            topic=cfg.topics.raw_dlq,
+            source_topic=cfg.topics.raw,
+            identity=[("relay", member.encode())],
+            logger=log,
+            factory=producer_factory,
+            # Looked up when called: the relay simulation replaces this module's ``time``.
+            clock=lambda: time.monotonic(),  # noqa: PLW0108
+            sleep=lambda s: time.sleep(s),  # noqa: PLW0108
+        )
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
@@ -148,12 +174,18 @@ class OutputProducers:
         """The delivery report of a record produced through these producers."""
         if err is None:
             self._note_appended(msg)
+            if self._replays.streaking():
+                partition = msg.partition()
+                if partition is not None:
+                    self._replays.delivered(partition)
             return
         # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
         partition = msg.partition()
         self._stats.delivery_failures += 1
         if partition is not None:
             self._failed.add(partition)
+            if is_permanent(err):
+                self._permanent.add(partition)
 
     def _note_appended(self, msg: Message) -> None:
         """Remember (sparsely) when a record was produced that landed at an offset."""
@@ -185,6 +217,14 @@ class OutputProducers:
             self._stats.producer_replacements = self.producer.replacements
             self._unproven = True
         failed, self._failed = self._failed, set()
+        if failed:
+            # Started over at once, unless output failed for good again: then not before a
+            # backoff (pricing_ha.kafka.replay_backoff), so a refusing broker is not spun on.
+            now = time.monotonic()
+            for partition in failed:
+                wait_s = self._replays.failed(partition, permanent=partition in self._permanent)
+                self._resume_at = max(self._resume_at, now + wait_s)
+            self._permanent.clear()
         return failed
 
     def mark_failed(self, partitions: set[int]) -> None:
@@ -198,10 +238,13 @@ class OutputProducers:
 
     def may_resume(self) -> bool:
         """Whether failed partitions may be started over: not until a replaced producer's
-        broker has answered a metadata request (asked at most every ``_PROBE_TIMEOUT_S``)."""
+        broker has answered a metadata request (asked at most every ``_PROBE_TIMEOUT_S``), nor
+        while backing off after output failed for good again (see :meth:`take_failed`)."""
+        now = time.monotonic()
+        if now < self._resume_at:
+            return False  # backing off after output failed for good twice in a row
         if not self._unproven:
             return True
-        now = time.monotonic()
         if now - self._probed_at < _PROBE_TIMEOUT_S:
             return False
         self._probed_at = now
@@ -216,3 +259,5 @@ class OutputProducers:
         """Commit open transactions, flush what is still queued."""
         self.fences.close()
         self.producer.close(FLUSH_TIMEOUT_S)
+        # Not committed past (RelayOutput.commit_floor): whoever reads next dead-letters again.
+        self.dead_letters.close(_DLQ_CLOSE_S)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from confluent_kafka import Message
 from opentelemetry.context import Context
 
-from pricing_ha.kafka.headers import Headers, HeaderValue, header_dict
+from pricing_ha.kafka.headers import Headers, HeaderValue, header_int, header_list, header_text
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price, encode_price
 
 __all__ = ["RawFields", "RawPrice", "as_bytes", "parse_raw", "parse_raw_record"]
@@ -106,10 +106,40 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
         raise InvalidPriceError("key is not UTF-8") from exc
     if instrument != price.instrument:
         raise InvalidPriceError(f"key {instrument!r} differs from instrument {price.instrument!r}")
-    headers = header_dict(raw_headers)
-    source = f"{headers.get('group', '?')}/{headers.get('member', '?')}"
-    published = headers.get("publish_ns", "")
-    publish_ns = int(published) if published.isdigit() else 0
+    group, member, publish_ns = _read_headers(raw_headers)
     return RawFields(
-        instrument, price.seq, source, price.source_time_ns, publish_ns, encode_price(price)
+        instrument,
+        price.seq,
+        f"{group}/{member}",
+        price.source_time_ns,
+        publish_ns,
+        encode_price(price),
     )
+
+
+def _read_headers(raw_headers: Headers) -> tuple[str, str, int]:
+    """``group``, ``member`` (``"?"`` if absent) and ``publish_ns`` (0 if absent) of a raw price.
+
+    Raises:
+        InvalidPriceError: one of them is present but malformed (not UTF-8; ``publish_ns`` not
+            a decimal integer). Only these headers are read here; the others are not trusted
+            for anything the relay decides.
+    """
+    group = member = "?"
+    publish_ns = 0
+    for name, value in header_list(raw_headers):
+        if name in ("group", "member"):
+            text = header_text(value)
+            if text is None:
+                raise InvalidPriceError(f"header {name!r} is not UTF-8")
+            if name == "group":
+                group = text
+            else:
+                member = text
+        elif name == "publish_ns":
+            number = header_int(value)
+            if number is None:
+                shown = as_bytes(value)[:32]
+                raise InvalidPriceError(f"header 'publish_ns' is not a decimal integer: {shown!r}")
+            publish_ns = number
+    return group, member, publish_ns

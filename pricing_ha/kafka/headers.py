@@ -38,11 +38,42 @@ def header_pairs(headers: Headers) -> Iterable[tuple[str, HeaderValue]]:
 
 
 def header_dict(headers: Headers) -> dict[str, str]:
-    """Headers as a dict of text (the last value of a repeated header wins)."""
+    """Headers as a dict of text (the last value of a repeated header wins).
+
+    Total: bytes that are not UTF-8 become U+FFFD (a reader that must refuse them decodes the
+    header itself, with :func:`header_text`).
+    """
     out: dict[str, str] = {}
     for k, v in header_list(headers):
-        out[k] = v.decode() if isinstance(v, bytes) else (v or "")
+        out[k] = v.decode(errors="replace") if isinstance(v, bytes) else (v or "")
     return out
+
+
+#: Most digits :func:`header_int` accepts: an int64 (Kafka's and Spark's long) has 19.
+MAX_DECIMAL_DIGITS = 19
+
+
+def header_text(value: HeaderValue) -> str | None:
+    """A header value as text, or ``None`` if its bytes are not UTF-8 (``None`` as empty)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return None
+    return value or ""
+
+
+def header_int(value: HeaderValue) -> int | None:
+    """A header value that is a non-negative decimal integer (ASCII digits only, at most
+    :data:`MAX_DECIMAL_DIGITS` of them), or ``None``.
+
+    ``str.isdigit`` is not that test: it accepts digits ``int`` refuses ("²") and strings too
+    long for ``int`` to convert; one such header must not raise out of a consuming loop.
+    """
+    raw = value.encode(errors="replace") if isinstance(value, str) else (value or b"")
+    if not 0 < len(raw) <= MAX_DECIMAL_DIGITS or not raw.isdigit():  # bytes: ASCII digits only
+        return None
+    return int(raw)
 
 
 #: The header that marks a control record on ``prices`` (its value says which kind).

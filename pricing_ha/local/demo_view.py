@@ -95,7 +95,8 @@ class LiveView:
 
     def _on_heartbeat(self, value: str | bytes | None) -> None:
         try:
-            hb = Heartbeat.decode(value.encode() if isinstance(value, str) else value)
+            raw = value.encode() if isinstance(value, str) else value
+            hb = Heartbeat.decode(raw, not_after_wall=time.time() + 1.0)  # as members refuse
         except HeartbeatDecodeError:
             return
         with self._lock:

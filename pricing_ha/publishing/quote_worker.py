@@ -3,10 +3,11 @@
 :class:`QuoteWorker` does the Kafka work of one publisher member (:mod:`.publisher`), all of
 it in one worker thread (:mod:`pricing_ha.member.worker`): for every partition k it leads, it
 consumes ``md.quotes[k]``, prices each quote (:mod:`.pricing`) and produces the canonical bytes
-to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the reason. Quote
+to ``prices.raw[k]``; invalid quotes go to the dead-letter topic with the reason, by the rule
+every role shares (:mod:`pricing_ha.kafka.dead_letter`). Quote
 positions are committed to :func:`quotes_group_id` only after everything produced for them, and
 for every quote before them, is acknowledged. A batch's output is not waited for before the
-next batch is read: each partition's share of a batch (:class:`_Pending`) counts down as
+next batch is read: each partition's share of a batch (:class:`~.shares.Share`) counts down as
 acknowledgements arrive through delivery callbacks, and positions are committed as they settle.
 
 A price producer that a delivery error shows to be finished
@@ -28,20 +29,22 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
+from pricing_ha.kafka.dead_letter import DeadLetters, bounded_reason
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
+from pricing_ha.kafka.replay_backoff import ReplayBackoff
 from pricing_ha.member.worker import COMMITTED_TIMEOUT_S, FLUSH_TIMEOUT_S, PartitionWorker
 from pricing_ha.publishing.pricing import ParamsBook, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, SequenceGuard, parse_quote
+from pricing_ha.publishing.shares import PublisherStats, Share
 from pricing_ha.telemetry import Telemetry
 from pricing_ha.telemetry.pricepath import (
     TRACEPARENT,
@@ -64,45 +67,6 @@ MESSAGE_TIMEOUT_MS = int(FLUSH_TIMEOUT_S * 1000 * 2 / 3)
 def quotes_group_id(group: str) -> str:
     """The consumer group holding publishing group ``group``'s committed quote positions."""
     return f"pricing.{group}.quotes"
-
-
-@dataclass
-class PublisherStats:
-    """Counters of one member (read by status and metrics)."""
-
-    priced: int = 0
-    dead_lettered: int = 0
-    not_leader_skips: int = 0
-    delivery_failures: int = 0  # records the broker refused or that expired
-    flush_timeouts: int = 0  # batches replayed because output was still unacknowledged
-    producer_replacements: int = 0  # wedged price producers replaced (their batches replayed)
-    seq_gaps: int = 0
-    per_partition: dict[int, int] = field(default_factory=dict)
-
-
-class _Pending:
-    """One partition's share of a batch: its quote offsets and prices not yet acknowledged.
-
-    Its :meth:`delivered` is the delivery callback of every record the share produced (one
-    object per share, not a closure per record).
-    """
-
-    __slots__ = ("failed", "first", "last", "outstanding", "stats")
-
-    def __init__(self, first: int, stats: PublisherStats) -> None:
-        self.first = first
-        self.last = first
-        self.outstanding = 0
-        self.failed = False
-        self.stats = stats
-
-    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
-        """Count one record settled; an error fails the share (its quotes are replayed)."""
-        self.outstanding -= 1
-        if err is not None:
-            # Counted and logged (rate-limited) by the ReplaceableProducer, not per record.
-            self.failed = True
-            self.stats.delivery_failures += 1
 
 
 class QuoteWorker(PartitionWorker):
@@ -145,13 +109,29 @@ class QuoteWorker(PartitionWorker):
         self._guards: dict[int, SequenceGuard] = {}
         self._path = telemetry.price_path()
         self._consumer_group = quotes_group_id(group)
+        #: Invalid quotes' dead letters (pricing_ha.kafka.dead_letter), through a producer of
+        #: their own, built at the first one.
+        self.dead_letters = DeadLetters(
+            broker.client_config(
+                defaults={"linger.ms": 5, "log.connection.close": False},
+                required={
+                    "client.id": f"{member}-dlq",
+                    "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                },
+            ),
+            topic=cfg.topics.dlq,
+            source_topic=cfg.topics.quotes,
+            identity=[("group", group.encode()), ("member", member.encode())],
+            logger=log,
+        )
         metrics = telemetry.metrics
         self._tally = PriceTally(
             metrics, metrics.prices_published, stage="publish", attributes={"group": group}
         )
         self._tally.declare(range(cfg.topics.partitions))
         # partition -> its shares of batches whose output is not settled yet, oldest first
-        self._pending: dict[int, deque[_Pending]] = {}
+        self._pending: dict[int, deque[Share]] = {}
+        self._replays = ReplayBackoff()
         # Replaced when a delivery error says it is wedged (pricing_ha.kafka.producers): what
         # it held is purged, its callbacks mark the partitions failed, and they are replayed.
         self.producer: ReplaceableProducer[ProducerClient] = ReplaceableProducer(
@@ -194,6 +174,7 @@ class QuoteWorker(PartitionWorker):
         if self._pending.get(partition):
             self._wait_for_output()
         self._pending.pop(partition, None)
+        self._replays.forget(partition)
         self.consumer.incremental_unassign([TopicPartition(self._cfg.topics.quotes, partition)])
         self._guards.pop(partition, None)
         self._tally.forget_partition(partition)
@@ -207,6 +188,7 @@ class QuoteWorker(PartitionWorker):
     def idle(self) -> None:
         """Serve delivery callbacks and commit what they acknowledge."""
         self.producer.poll(0)
+        self.dead_letters.poll()
         self._settle()
 
     def output_problem(self) -> str | None:
@@ -229,14 +211,14 @@ class QuoteWorker(PartitionWorker):
         """Price a batch and queue the prices; commit the positions already acknowledged.
 
         The batch's output is not waited for: each partition's share of the batch becomes a
-        :class:`_Pending` whose records count down as their acknowledgements arrive, and a
+        :class:`Share` whose records count down as their acknowledgements arrive, and a
         position is committed only when every earlier share of that partition is
         acknowledged too (:meth:`_settle`). Waiting here (a flush per batch) would leave the
         consumer idle for a broker round trip per batch and send one small produce request
         per batch, which is what bounded throughput before.
         """
         skipped: set[int] = set()
-        shares: dict[int, _Pending] = {}
+        shares: dict[int, Share] = {}
         for msg in batch:
             err = msg.error()
             partition = msg.partition()
@@ -245,6 +227,8 @@ class QuoteWorker(PartitionWorker):
                 continue
             if partition not in self.active or partition in skipped:
                 continue
+            if self._replays.holds(partition):
+                continue  # its replay waits out a backoff (re-read from there after)
             if not self.leads(partition):
                 # Leadership ended between two quotes: stop at once. The position is not
                 # committed past this quote, so whoever leads next starts from here.
@@ -256,12 +240,13 @@ class QuoteWorker(PartitionWorker):
                 continue
             share = shares.get(partition)
             if share is None:
-                share = shares[partition] = _Pending(offset, self.stats)
+                share = shares[partition] = Share(offset, self.stats)
                 self._pending.setdefault(partition, deque()).append(share)
             share.last = offset
             share.outstanding += 1
             self._handle(msg, partition, offset, share)
         self.producer.poll(0)
+        self.dead_letters.poll()
         self._settle()
         self._tally.flush()
         for partition in skipped:
@@ -272,17 +257,27 @@ class QuoteWorker(PartitionWorker):
         # Before the commits: replacing a wedged producer fails what it still held.
         self._recover()
         topics = self._cfg.topics
+        now = time.monotonic()
+        for partition, offset in self._replays.due(now):
+            self.consumer.seek(TopicPartition(topics.quotes, partition, offset))
         commits = []
         for partition, queue in self._pending.items():
             upto: int | None = None
             while queue and queue[0].outstanding <= 0 and not queue[0].failed:
                 upto = queue.popleft().last + 1
+                self._replays.delivered(partition)
             if any(share.failed for share in queue):
                 # Output failed: replay from the first quote of the first share not known to
-                # be delivered (duplicates are harmless: the relay drops them).
+                # be delivered (duplicates are harmless: the relay drops them); after a
+                # permanent error again, not at once (pricing_ha.kafka.replay_backoff).
                 failed_at = queue[0].first
+                permanent = any(share.permanent for share in queue)
                 queue.clear()  # later acknowledgements of these shares are ignored
-                self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
+                wait_s = self._replays.failed(partition, permanent=permanent)
+                if wait_s > 0:
+                    self._replays.hold(partition, failed_at, now + wait_s)
+                else:
+                    self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
                 self._guards[partition] = SequenceGuard(
                     self._cfg.limits.max_instruments_per_partition
                 )
@@ -294,11 +289,14 @@ class QuoteWorker(PartitionWorker):
 
     def _wait_for_output(self) -> None:
         """Flush, then commit what was acknowledged (a revocation's barrier waits for this)."""
+        started = time.monotonic()
         if self.producer.flush(FLUSH_TIMEOUT_S):
             # Still unacknowledged: not committed; whoever leads next re-reads from the last
             # commit (duplicates at worst).
             self.stats.flush_timeouts += 1
             log.error("prices not acknowledged within %.0f s", FLUSH_TIMEOUT_S)
+        # Dead letters within what is left of the same bound (none pending: no wait at all).
+        self.dead_letters.flush(max(0.0, FLUSH_TIMEOUT_S - (time.monotonic() - started)))
         self._settle()
         self.commit_async([], now=True)
 
@@ -316,12 +314,11 @@ class QuoteWorker(PartitionWorker):
                 continue
             return
 
-    def _handle(self, msg: Message, partition: int, offset: int, share: _Pending) -> None:
+    def _handle(self, msg: Message, partition: int, offset: int, share: Share) -> None:
         topics = self._cfg.topics
-        on_delivery = share.delivered
         parent = sampled_context(msg.headers())
         if parent is None:  # the common case: no span objects at all
-            self._price(msg, partition, offset, on_delivery, None)
+            self._price(msg, partition, offset, share, None)
             return
         key = msg.key()
         process = self._path.start_process(
@@ -333,7 +330,7 @@ class QuoteWorker(PartitionWorker):
             consumer_group=self._consumer_group,
         )
         try:
-            self._price(msg, partition, offset, on_delivery, process)
+            self._price(msg, partition, offset, share, process)
         finally:
             process.end()
 
@@ -342,10 +339,11 @@ class QuoteWorker(PartitionWorker):
         msg: Message,
         partition: int,
         offset: int,
-        on_delivery: Callable[[KafkaError | None, Message], None],
+        share: Share,
         process: Span | None,
     ) -> None:
         topics = self._cfg.topics
+        on_delivery: Callable[[KafkaError | None, Message], None] = share.delivered
         try:
             quote = parse_quote(msg.value(), msg.key())
             check = self._guards[partition].check(quote.instrument, quote.seq)
@@ -355,23 +353,19 @@ class QuoteWorker(PartitionWorker):
             price = self._book.price(quote)
         except InvalidQuoteError as exc:
             if process is not None:
-                process.set_status(Status(StatusCode.ERROR, exc.reason))
-                process.set_attribute("pricing_ha.dead_letter.reason", exc.reason)
+                reason = bounded_reason(exc.reason).decode()
+                process.set_status(Status(StatusCode.ERROR, reason))
+                process.set_attribute("pricing_ha.dead_letter.reason", reason)
             self.stats.dead_lettered += 1
-            self._produce(
-                topics.dlq,
+            # Its own producer and rule (pricing_ha.kafka.dead_letter): whatever the DLQ does,
+            # the share counts this quote done once the dead letter is settled.
+            self.dead_letters.send(
+                partition=partition,
+                offset=offset,
                 key=msg.key(),
                 value=msg.value(),
-                partition=partition,
-                headers=[
-                    ("reason", exc.reason.encode()),
-                    ("source.topic", topics.quotes.encode()),
-                    ("source.partition", str(partition).encode()),
-                    ("source.offset", str(offset).encode()),
-                    ("group", self._group.encode()),
-                    ("member", self._member.encode()),
-                ],
-                on_delivery=on_delivery,
+                reason=exc.reason,
+                on_settled=share.settled,
             )
             return
         now_ns = time.time_ns()

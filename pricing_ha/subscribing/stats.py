@@ -97,6 +97,7 @@ class SubscriberStats:
         instruments: per-instrument figures.
         invalid: records that could not be decoded (or whose headers contradict the value).
         errors: consumer errors reported by librdkafka.
+        bad_headers: prices delivered whose ``publish_ns`` header was malformed (left out).
         publish_latency_s: recent publish-to-receive latencies (the ``publish_ns`` header).
         source_latency_s: recent source-to-receive latencies (the price's source time).
     """
@@ -107,6 +108,7 @@ class SubscriberStats:
     instruments: dict[str, InstrumentStats] = field(default_factory=dict)
     invalid: int = 0
     errors: int = 0
+    bad_headers: int = 0
     publish_latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCY_SAMPLES))
     source_latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCY_SAMPLES))
 

@@ -43,7 +43,7 @@ from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
-from pricing_ha.kafka.headers import is_control
+from pricing_ha.kafka.headers import header_int, is_control
 from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
@@ -153,23 +153,29 @@ def _text(value: str | bytes | None) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
 
 
-def _headers(msg: Message) -> tuple[str, int | None, str | None]:
-    """``group/member``, ``publish_ns`` and ``traceparent`` from a price's headers."""
+def _headers(msg: Message) -> tuple[str, int | None, str | None, bool]:
+    """``group/member``, ``publish_ns`` and ``traceparent`` from a price's headers, and whether
+    one of them was malformed (``publish_ns`` not a decimal integer: then ``None``).
+
+    Only telemetry comes from headers, so a malformed one never costs the price: bytes that are
+    not UTF-8 are replaced, a bad ``publish_ns`` is left out.
+    """
     headers = msg.headers() or ()
     pairs = headers.items() if isinstance(headers, dict) else headers
     group = member = "?"
     publish_ns = traceparent = None
+    bad = False
     for key, value in pairs:
         if key == "group":
             group = _text(value)
         elif key == "member":
             member = _text(value)
         elif key == "publish_ns":
-            text = _text(value)
-            publish_ns = int(text) if text.isdigit() else None
+            publish_ns = header_int(value)
+            bad = bad or publish_ns is None
         elif key == "traceparent":
             traceparent = _text(value)
-    return f"{group}/{member}", publish_ns, traceparent
+    return f"{group}/{member}", publish_ns, traceparent, bad
 
 
 class Subscriber:
@@ -341,7 +347,7 @@ class Subscriber:
         err = msg.error()
         if err is not None:
             self.stats.errors += 1
-            log.warning("consumer error on %s: %s", self.topic, err)
+            self._warnings.warn("consumer error", "consumer error on %s: %s", self.topic, err)
             return
         key = msg.key()
         if is_control(key, msg.headers()):
@@ -376,7 +382,15 @@ class Subscriber:
                 self._max_instruments,
             )
             return
-        source, publish_ns, traceparent = _headers(msg)
+        source, publish_ns, traceparent, bad = _headers(msg)
+        if bad:
+            self.stats.bad_headers += 1
+            self._warnings.warn(
+                "bad headers",
+                "price at %s/%s: malformed publish_ns ignored",
+                msg.partition(),
+                msg.offset(),
+            )
         copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
         span = self._telemetry.start_process(
             traceparent,

@@ -4,21 +4,22 @@ Counters are plain OpenTelemetry instruments (``metrics.prices_published.add(1, 
 gauges are observed from state this registry keeps (leadership held, per-instrument staleness),
 so callers only report what happened. Attribute keys are short and become Prometheus labels:
 
-=====================================  ==========  ===========================================
-instrument                             kind        attributes
-=====================================  ==========  ===========================================
-``pricing_ha.leadership.held``         gauge 0/1   group, member, partition
-``pricing_ha.leadership.transitions``  counter     group, member, partition, kind
-``pricing_ha.prices.published``        counter     group, partition
-``pricing_ha.prices.relayed``          counter     partition
-``pricing_ha.prices.delivered``        counter     partition
-``pricing_ha.duplicates.dropped``      counter     stage (``relay``/``subscriber``), partition
-``pricing_ha.seq.gaps``                counter     stage, partition
-``pricing_ha.partition.staleness``     gauge (s)   partition
-``pricing_ha.instrument.staleness``    gauge (s)   instrument (opt-in: ``per_instrument``)
-``pricing_ha.price.latency``           histogram   stage (end-to-end: source time to here, s)
-``pricing_ha.price.hop_latency``       histogram   stage (the previous stage's produce to here)
-=====================================  ==========  ===========================================
+=========================================  ==========  ===========================================
+instrument                                 kind        attributes
+=========================================  ==========  ===========================================
+``pricing_ha.leadership.held``             gauge 0/1   group, member, partition
+``pricing_ha.leadership.transitions``      counter     group, member, partition, kind
+``pricing_ha.prices.published``            counter     group, partition
+``pricing_ha.prices.relayed``              counter     partition
+``pricing_ha.prices.delivered``            counter     partition
+``pricing_ha.duplicates.dropped``          counter     stage (``relay``/``subscriber``), partition
+``pricing_ha.seq.gaps``                    counter     stage, partition
+``pricing_ha.partition.staleness``         gauge (s)   partition
+``pricing_ha.instrument.staleness``        gauge (s)   instrument (opt-in: ``per_instrument``)
+``pricing_ha.price.latency``               histogram   stage (end-to-end: source time to here, s)
+``pricing_ha.price.hop_latency``           histogram   stage (the previous stage's produce to here)
+``pricing_ha.neli.heartbeats.rejected``    counter     group, reason (NELI records refused)
+=========================================  ==========  ===========================================
 
 Every price counter, and the duplicates and gaps counters, is created at zero for every partition
 when its role starts (:meth:`PriceTally.declare <pricing_ha.telemetry.tally.PriceTally.declare>`,
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -124,6 +125,7 @@ class PricingMetrics:
         self.per_instrument = per_instrument
         self._fresh: dict[str, float] = {}
         self._fresh_partitions: dict[str, float] = {}
+        self._rejections: dict[str, Callable[[], Mapping[str, int]]] = {}
         self.leadership_transitions = meter.create_counter(
             "pricing_ha.leadership.transitions",
             unit="{transition}",
@@ -169,6 +171,12 @@ class PricingMetrics:
             callbacks=[self._observe_held],
             unit="1",
             description="1 while this member leads the partition, else 0",
+        )
+        meter.create_observable_counter(
+            "pricing_ha.neli.heartbeats.rejected",
+            callbacks=[self._observe_rejected],
+            unit="{record}",
+            description="Records read on the NELI topic and refused (not heartbeats, or lying)",
         )
         meter.create_observable_gauge(
             "pricing_ha.partition.staleness",
@@ -229,6 +237,21 @@ class PricingMetrics:
             },
         )
         self.set_leadership(event.group, event.member_name, event.partition, event.kind.gains)
+
+    def watch_rejections(self, group: str, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Report ``counts()`` (refused NELI records per reason, e.g.
+        :attr:`neli.Neli.heartbeats_rejected`) as ``pricing_ha.neli.heartbeats.rejected``."""
+        with self._lock:
+            self._rejections[group] = counts
+
+    def _observe_rejected(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            sources = list(self._rejections.items())
+        return [
+            Observation(n, {"group": group, "reason": reason})
+            for group, counts in sources
+            for reason, n in counts().items()
+        ]
 
     def _observe_held(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

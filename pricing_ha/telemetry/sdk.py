@@ -201,6 +201,9 @@ class Telemetry:
         ``neli.start()`` (see :func:`neli.trace_leadership`).
         """
         neli.add_barrier(self.metrics.record_leadership)
+        config = getattr(neli, "config", None)  # neli.testing.FakeNeli has group_id instead
+        group = str(config.group_id if config is not None else getattr(neli, "group_id", "?"))
+        self.metrics.watch_rejections(group, lambda: neli.heartbeats_rejected)
         return trace_leadership(
             neli,
             tracer_provider=self.tracer_provider,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from neli import NeliConfig
 from pricing_ha.local import cluster as local_cluster
 from pricing_ha.local import leadership_log
 from pricing_ha.local.leadership_log import MemberLog
@@ -15,6 +17,18 @@ from pricing_ha.local.procs import Proc, ProcessGroup
 #: enforces its group.min.session.timeout.ms (500 ms on the local Kafka, 6000 by default
 #: elsewhere): against another cluster, match it.
 SESSION_MS = local_cluster.SESSION_MS
+
+
+def member_config(bootstrap: str, topic: str, group: str, name: str, **kw: Any) -> NeliConfig:
+    """The configuration of a member run in the test's own process, with the tests' S."""
+    return NeliConfig(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        topic=topic,
+        member_name=name,
+        session_timeout_ms=SESSION_MS,
+        **kw,
+    )
 
 
 @dataclass

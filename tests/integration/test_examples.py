@@ -14,7 +14,7 @@ import pytest
 
 from neli import Heartbeat, Mode, Neli, NeliConfig, OwnerDirectory, OwnerLookup, Variant
 from pricing_ha.local.procs import ProcessGroup
-from tests.integration.neli_harness import SESSION_MS
+from tests.integration.neli_harness import SESSION_MS, member_config
 from tests.waiting import wait_for, wait_for_async
 
 
@@ -59,14 +59,8 @@ async def test_owner_lookup_matches_each_members_own_answer(
     topic, group = topic_factory(m), unique_name("g")
 
     def config(name: str) -> NeliConfig:
-        return NeliConfig(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            topic=topic,
-            member_name=name,
-            session_timeout_ms=SESSION_MS,
-            variant=Variant.FAST,
-            mode=Mode.EXCLUSIVE,
+        return member_config(
+            bootstrap, topic, group, name, variant=Variant.FAST, mode=Mode.EXCLUSIVE
         )
 
     lookup = OwnerLookup(bootstrap, topic)

@@ -25,21 +25,10 @@ from neli import (
     role_partition,
 )
 from pricing_ha.local.broker import LocalKafka
-from tests.integration.neli_harness import SESSION_MS
+from tests.integration.neli_harness import SESSION_MS, member_config
 from tests.waiting import wait_for_async
 
 S = SESSION_MS / 1000
-
-
-def _config(bootstrap: str, topic: str, group: str, name: str, **kw: Any) -> NeliConfig:
-    return NeliConfig(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        topic=topic,
-        member_name=name,
-        session_timeout_ms=SESSION_MS,
-        **kw,
-    )
 
 
 def test_role_partition_matches_librdkafka(
@@ -65,7 +54,7 @@ def test_role_partition_matches_librdkafka(
 
 async def test_missing_topic_is_refused(bootstrap: str, unique_name: Any) -> None:
     """start() on a topic that does not exist raises TopicError naming it."""
-    neli = Neli(_config(bootstrap, unique_name("missing"), unique_name("g"), "m"))
+    neli = Neli(member_config(bootstrap, unique_name("missing"), unique_name("g"), "m"))
     with pytest.raises(TopicError) as info:
         await neli.start()
     assert info.value.topic in str(info.value)
@@ -76,7 +65,7 @@ async def test_partition_count_mismatch_is_refused(
 ) -> None:
     """start() refuses a topic whose partition count differs from expected_partitions."""
     topic = topic_factory(3)
-    neli = Neli(_config(bootstrap, topic, unique_name("g"), "m", expected_partitions=4))
+    neli = Neli(member_config(bootstrap, topic, unique_name("g"), "m", expected_partitions=4))
     with pytest.raises(TopicError, match="3 partitions, expected 4"):
         await neli.start()
 
@@ -101,7 +90,7 @@ async def test_single_member_leads_every_role_and_reports_events(
     """A lone member leads every partition, answers is_leader for roles and emits ACQUIRED."""
     m = 3
     topic = topic_factory(m)
-    async with Neli(_config(bootstrap, topic, unique_name("g"), "solo")) as neli:
+    async with Neli(member_config(bootstrap, topic, unique_name("g"), "solo")) as neli:
         events: list[LeadershipEvent] = []
         neli.add_barrier(events.append)
         await wait_for_async(lambda: neli.led_partitions() == set(range(m)), 30, "leadership")
@@ -122,7 +111,7 @@ async def test_revocation_waits_for_barrier_and_leader_tasks(
     """Exclusive: a joining member gets a partition only after the old leader's work stopped."""
     topic = topic_factory(2)
     group = unique_name("g")
-    first = Neli(_config(bootstrap, topic, group, "first", mode=Mode.EXCLUSIVE))
+    first = Neli(member_config(bootstrap, topic, group, "first", mode=Mode.EXCLUSIVE))
     stopped: dict[int, float] = {}
     running: set[int] = set()
 
@@ -138,7 +127,7 @@ async def test_revocation_waits_for_barrier_and_leader_tasks(
     await first.start()
     tasks = LeaderTasks(first, work)
     await wait_for_async(lambda: running == {0, 1}, 30, "first to lead both partitions")
-    second = Neli(_config(bootstrap, topic, group, "second", mode=Mode.EXCLUSIVE))
+    second = Neli(member_config(bootstrap, topic, group, "second", mode=Mode.EXCLUSIVE))
     assigned: dict[int, float] = {}
 
     async def watch_assignment() -> None:
@@ -172,9 +161,10 @@ async def test_new_leader_learns_its_predecessor(
     topic = topic_factory(4)
     group = unique_name("g")
     a = Neli(
-        _config(bootstrap, topic, group, "alpha"), heartbeat_meta=lambda: {"trace": "ctx-alpha"}
+        member_config(bootstrap, topic, group, "alpha"),
+        heartbeat_meta=lambda: {"trace": "ctx-alpha"},
     )
-    b = Neli(_config(bootstrap, topic, group, "beta"))
+    b = Neli(member_config(bootstrap, topic, group, "beta"))
     events: list[LeadershipEvent] = []
     b.add_barrier(events.append)
     await a.start()
@@ -219,7 +209,7 @@ async def test_after_a_session_loss_the_member_rejoins_without_waiting_for_the_b
             handler_done.append(time.monotonic())
 
     async with Neli(
-        _config(bootstrap, topic, unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
+        member_config(bootstrap, topic, unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
     ) as neli:
         neli.add_barrier(slow_on_loss)
         await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leadership")
@@ -240,7 +230,7 @@ async def test_after_close_the_stall_guard_is_ticked_by_its_callers(
     """Exclusive: after close, ``recovering()`` stays false for a caller asking often (the
     watchdog has stopped with the member; answering from it reported a stall stall_limit_ms
     after close, for good), and a gap between calls longer than stall_limit_ms is a stall."""
-    cfg = _config(bootstrap, topic_factory(2), unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
+    cfg = member_config(bootstrap, topic_factory(2), unique_name("g"), "solo", mode=Mode.EXCLUSIVE)
     assert cfg.stall_limit_ms is not None
     limit_s = cfg.stall_limit_ms / 1000
     async with Neli(cfg) as neli:

@@ -53,6 +53,7 @@ class MemberProcess:
         self.member_id = f"m{slot}/{incarnation}"
         self.config = sc.config(f"m{slot}")
         self.tracker = sim.tracker_factory(self.config, self.member_id)
+        self.tracker.verify_own = True  # as the runtime's: only heartbeats it sent count
         self.alive = True
         self.leaving_until: int | None = None  # non-exclusive hand-over after a clean leave
         self.paused_until = -1
@@ -189,6 +190,9 @@ class MemberProcess:
         if mono_ms >= self.next_pulse:
             self.next_pulse = mono_ms + sc.pulse_ms
             self._pulse()
+        # The poll returns: callbacks queued before this step began have run (a disproved
+        # take-over ends; a true one was revoked above, by the coordinator or the session check).
+        tracker.polled(mono)
         tracker.evaluate(mono, self.wall(now))
 
     def _commit(self) -> None:
@@ -224,7 +228,11 @@ class MemberProcess:
                 (p, tracker.incarnation(p) or 0, tracker.since(p))
                 for p in sorted(tracker.assigned())
             ]
+        if sim.scenario.variant is Variant.FAST:  # announced before sending, as the runtime does
+            for i, (p, _, _) in enumerate(targets):
+                tracker.sent(p, self.counter + 1 + i, mono)
         if sim.is_cut("cut_produce", self.slot):
+            self.counter += len(targets)
             return
         for p, inc, since in targets:
             self.counter += 1

@@ -116,6 +116,22 @@ def test_stall_limit_must_be_below_session_timeout(stall_limit_ms: int) -> None:
     assert err.field == "stall_limit_ms"
 
 
+@pytest.mark.parametrize(("skew_ms", "bound_ms"), [(200, 1000), (0, 1000), (900, 1800)])
+def test_default_future_bound_is_a_second_or_twice_the_skew(skew_ms: int, bound_ms: int) -> None:
+    """With no bound given, heartbeats up to max(1 s, 2 e) ahead of the receiver are accepted."""
+    cfg = make(mode=Mode.EXCLUSIVE, session_timeout_ms=6000, clock_skew_ms=skew_ms)
+    assert cfg.max_future_ms == bound_ms
+    assert cfg.max_future_s == bound_ms / 1000
+
+
+@pytest.mark.parametrize("bound_ms", [199, -1])
+def test_future_bound_below_the_skew_bound_is_refused(bound_ms: int) -> None:
+    """A future bound below e would refuse legitimate heartbeats: refused by name."""
+    err = refused(clock_skew_ms=200, max_future_ms=bound_ms)
+    assert err.field == "max_future_ms"
+    assert "e=200 ms" in str(err)
+
+
 def test_pulse_interval_may_be_a_third_of_threshold() -> None:
     """A pulse interval of exactly T / 3 is accepted."""
     assert make(session_timeout_ms=1000, threshold_ms=3000, pulse_interval_ms=1000)

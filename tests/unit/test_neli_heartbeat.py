@@ -115,3 +115,80 @@ def test_decode_error_is_a_value_error_chained_to_its_cause() -> None:
         Heartbeat.decode(_doc(m=None))
     assert isinstance(info.value, ValueError)
     assert isinstance(info.value.__cause__, KeyError)
+
+
+# -- hostile records (issue 45): refused with a reason, never another exception ---------------
+
+#: Quotes, escapes and brackets inside a string are not nesting.
+ODD_NAME = 'a"[[[[{{\\"]'
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(HB.encode().replace(b'"i":7', b'"i":1e400'), "bad field i", id="i-1e400"),
+        pytest.param(HB.encode().replace(b"[0,3,5]", b"[1e400]"), "bad field l", id="led-1e400"),
+        pytest.param(
+            HB.encode().replace(b'"sm":1234.5', b'"sm":-1e400'),
+            "bad field sm",
+            id="sent-mono-minus-1e400",
+        ),
+        pytest.param(_doc(i=float("inf")), "not json", id="incarnation-Infinity"),
+        pytest.param(_doc(sw=float("nan")), "not json", id="sent-wall-NaN"),
+        pytest.param(_doc(i=True), "bad field i", id="incarnation-bool"),
+        pytest.param(_doc(i=7.0), "bad field i", id="incarnation-float"),
+        pytest.param(_doc(c=-1), "bad field c", id="counter-negative"),
+        pytest.param(_doc(c=2**70), "bad field c", id="counter-absurd"),
+        pytest.param(_doc(l=[-1]), "bad field l", id="led-negative"),
+        pytest.param(_doc(l=[2**31]), "bad field l", id="led-beyond-int32"),
+        pytest.param(_doc(g=7), "bad field g", id="group-not-a-string"),
+        pytest.param(_doc(sw=-5.0), "bad field sw", id="sent-wall-negative"),
+        pytest.param(_doc(x={"k": {"nested": 1}}), "bad field x", id="meta-nested"),
+        pytest.param(_doc(x={"k": [1]}), "bad field x", id="meta-list"),
+        pytest.param(
+            b'{"v":1,"y":' + b"[" * 500 + b"]" * 500 + b"}",
+            "missing field g",
+            id="nesting-in-an-unknown-field-is-harmless",
+        ),
+        pytest.param(_doc(x={"k": 2**64}), "bad field x", id="meta-huge-int"),
+        pytest.param(_doc(n=ODD_NAME), None, id="brackets-in-strings-are-fine"),
+        pytest.param(_doc(s="soon"), "bad field s", id="since-not-a-number"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, "too deep", id="deep-list"),
+        pytest.param(
+            b'{"v":1,"x":' + b'{"a":' * 10_000 + b"1" + b"}" * 10_001, "too deep", id="deep-meta"
+        ),
+        pytest.param(_doc(n="n" * 300_000), "too large", id="too-large"),
+        pytest.param(_doc(l=list(range(5000))), "bad field l", id="led-too-long"),
+    ],
+)
+def test_decode_refuses_hostile_records_with_a_reason(data: bytes, reason: str | None) -> None:
+    """Non-finite, mistyped, absurd, deeply nested or oversized records are refused with a
+    bounded reason (issue 45: ``"i": 1e400`` raised OverflowError and killed the poller)."""
+    if reason is None:
+        assert Heartbeat.decode(data).member_name == ODD_NAME
+        return
+    with pytest.raises(HeartbeatDecodeError) as info:
+        Heartbeat.decode(data)
+    assert info.value.reason == reason
+    assert len(str(info.value)) <= 300
+
+
+def test_decode_refuses_timestamps_beyond_the_receivers_bound() -> None:
+    """A send time or term start later than ``not_after_wall`` is refused; at the bound it is
+    accepted (issue 45: a future ``s`` marked a relay's owner as superseded)."""
+    bound = HB.sent_wall + 1.0
+    assert Heartbeat.decode(_doc(sw=bound), not_after_wall=bound).sent_wall == bound
+    with pytest.raises(HeartbeatDecodeError, match="future") as info:
+        Heartbeat.decode(_doc(sw=bound + 0.5), not_after_wall=bound)
+    assert info.value.reason == "future sw"
+    with pytest.raises(HeartbeatDecodeError) as info:
+        Heartbeat.decode(_doc(s=bound + 0.5), not_after_wall=bound)
+    assert info.value.reason == "future s"
+
+
+def test_decode_refuses_led_partitions_the_topic_does_not_have() -> None:
+    """With the partition count known, a led partition outside it is refused."""
+    assert Heartbeat.decode(HB.encode(), partitions=6).led == (0, 3, 5)
+    with pytest.raises(HeartbeatDecodeError) as info:
+        Heartbeat.decode(HB.encode(), partitions=5)
+    assert info.value.reason == "bad field l"

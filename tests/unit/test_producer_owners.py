@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
     from neli import Neli
-from tests.unit.producer_fakes import FakeProducer, make, timed_out
+from tests.unit.producer_fakes import FakeError, FakeProducer, make, timed_out
 
 
 class AnsweringProducer(FakeProducer):
@@ -65,9 +65,10 @@ def test_relay_output_replaces_a_wedged_producer_and_resumes_once_the_broker_ans
         {"enable.idempotence": True}, name="relay", logger=logging.getLogger("t"), factory=factory
     )
     AnsweringProducer.answers = False
-    for partition in (0, 1):
-        raw = Message(topic="prices.raw", partition=partition, offset=7, key=b"K", value=b"?")
-        out.dead_letter(raw, partition, 7, "test")
+    for partition in (0, 1):  # e.g. probes: records of the relay's idempotent producer
+        producers.producer.produce(
+            "prices", partition=partition, value=b"?", on_delivery=producers.on_delivery
+        )
     built[0].settle(timed_out())  # partition 0's record timed out; partition 1's is in flight
     assert producers.may_resume()  # nothing replaced yet
     assert out.flush({}) == {0, 1}  # 1's record was purged with the old producer
@@ -135,3 +136,22 @@ def test_the_relays_fencing_producers_also_send_one_request_at_a_time() -> None:
     fence_config = configs[-1]
     assert fence_config["transactional.id"] == out.fences.transactional_id(0)
     assert fence_config["max.in.flight.requests.per.connection"] == 1
+
+
+def test_relay_output_failing_for_good_again_backs_off_before_starting_over() -> None:
+    """A partition whose output the broker refused for good starts over at once the first
+    time; refused again, not before a backoff; a timeout never delays it."""
+    producers = OutputProducers(AppConfig(), "r1", "pricing.relay.raw", stats=RelayStats())
+    refused = Message(topic="prices", partition=3, offset=-1, key=b"K", value=b"v")
+
+    def fail(err: object) -> set[int]:
+        producers.on_delivery(err, refused)  # type: ignore[arg-type]
+        return producers.take_failed()
+
+    assert fail(FakeError(KafkaError.TOPIC_AUTHORIZATION_FAILED)) == {3}
+    assert producers.may_resume()  # the first time: at once
+    assert fail(FakeError(KafkaError.TOPIC_AUTHORIZATION_FAILED)) == {3}
+    assert not producers.may_resume()
+    assert wait_for(producers.may_resume, 2.0, "the backoff to end", interval_s=0.02)
+    assert fail(timed_out()) == {3}
+    assert producers.may_resume()

@@ -14,6 +14,7 @@ from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.publishing.quote_worker import MESSAGE_TIMEOUT_MS, PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry import Telemetry
+from tests.waiting import wait_for
 
 CFG = AppConfig()
 QUOTES = CFG.topics.quotes
@@ -236,3 +237,37 @@ def test_a_wedged_producer_is_replaced_and_its_batch_replayed(worker: QuoteWorke
     worker.process([quote(2, 11), quote(3, 12)])  # the replay, through the new producer
     assert worker.output_problem() is None
     assert [(tp.partition, tp.offset) for tp in consumer.commits][-1] == (0, 13)
+
+
+def test_replays_after_permanent_errors_back_off(worker: QuoteWorker) -> None:
+    """A price the broker refuses for good is replayed at once the first time, then only after
+    a growing wait: the partition does not spin on it (quotes read meanwhile are skipped)."""
+    producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    producer.outcome = "fail"  # MSG_SIZE_TOO_LARGE: a replay meets it again
+    worker.process([quote(1, 10)])
+    assert [tp.offset for tp in consumer.seeks] == [10]  # the first replay: at once
+    worker.process([quote(1, 10)])  # the replay fails the same way
+    assert [tp.offset for tp in consumer.seeks] == [10]  # not at once this time
+    produced = len(producer.produced)
+    worker.process([quote(1, 10), quote(2, 11)])  # read while the replay waits: skipped
+    assert len(producer.produced) == produced
+
+    def replayed() -> bool:
+        worker.idle()
+        return len(consumer.seeks) == 2
+
+    wait_for(replayed, 2.0, "the held replay", interval_s=0.02)
+    assert [tp.offset for tp in consumer.seeks] == [10, 10]
+    assert {tp.offset for tp in consumer.commits} == {10}
+
+
+def test_replays_after_timeouts_stay_immediate(worker: QuoteWorker) -> None:
+    """Timed-out prices (a paused broker, a replaced producer) are replayed at once every time:
+    a fail-over's gap depends on it."""
+    consumer: FakeConsumer = worker.consumer  # type: ignore[assignment]
+    for _ in range(3):
+        producer: FakeProducer = worker.producer.producer  # type: ignore[assignment]
+        producer.outcome = "timeout"
+        worker.process([quote(1, 10)])
+    assert [tp.offset for tp in consumer.seeks] == [10, 10, 10]

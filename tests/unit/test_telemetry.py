@@ -119,6 +119,17 @@ async def test_otel_sdk_disabled_makes_everything_a_no_op(tmp_path: Path) -> Non
     tel.shutdown()
 
 
+def test_observe_neli_exports_refused_heartbeats_per_reason(telemetry: Telemetry) -> None:
+    """The member's refused NELI records appear on /metrics by group and reason."""
+    fake = FakeNeli(partitions=2, group_id="pricing.p1", member_name="p1/m1")
+    telemetry.observe_neli(cast(Neli, fake))  # the fake stands in for Neli
+    fake.rejected = {"not json": 3, "future s": 1}
+    fams = parse(telemetry.prometheus_text())
+    name = "pricing_ha_neli_heartbeats_rejected_total"
+    assert value(fams, name, group="pricing.p1", reason="not json") == 3
+    assert value(fams, name, group="pricing.p1", reason="future s") == 1
+
+
 async def test_observe_neli_traces_with_the_zone_and_feeds_leadership_metrics(
     telemetry: Telemetry,
 ) -> None:
