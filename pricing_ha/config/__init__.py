@@ -45,6 +45,7 @@ from pricing_ha.config._sections import (
     HealthConfig,
     InstrumentOverride,
     PricingConfig,
+    SequenceConfig,
     TelemetryConfig,
     TopicsConfig,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "PricingConfig",
     "PublisherNeliConfig",
     "RelayConfig",
+    "SequenceConfig",
     "SubscriberConfig",
     "TelemetryConfig",
     "TopicsConfig",
@@ -92,6 +94,7 @@ class AppConfig:
     relay: RelayConfig = field(default_factory=RelayConfig)
     feed: FeedConfig = field(default_factory=FeedConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
+    sequence: SequenceConfig = field(default_factory=SequenceConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
     subscriber: SubscriberConfig = field(default_factory=SubscriberConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)

@@ -22,6 +22,7 @@ __all__ = [
     "HealthConfig",
     "InstrumentOverride",
     "PricingConfig",
+    "SequenceConfig",
     "TelemetryConfig",
     "TopicsConfig",
 ]
@@ -105,20 +106,49 @@ class FeedConfig:
         seed: random seed; the quote sequence is a pure function of it. Default 42.
         symbols: explicit instrument symbols; when set, ``instruments`` is ignored. Default
             unset (generated: EURUSD-like pairs, then SYM001, SYM002, ...).
+        epoch_ms: the epoch stamped on every quote (docs/architecture.md, "Sequence epochs").
+            Default unset: the feed's start time in Unix milliseconds, so a restart starts a
+            new, larger epoch. Set it only to replay or test a given epoch.
     """
 
     instruments: int = 20
     rate_per_instrument_hz: float = 20.0
     seed: int = 42
     symbols: tuple[str, ...] | None = None
+    epoch_ms: int | None = None
 
     def __post_init__(self) -> None:
         check(1 <= self.instruments <= 100_000, self, "instruments", "must be 1..100000")
         check(self.rate_per_instrument_hz >= 0, self, "rate_per_instrument_hz", "must be >= 0")
+        if self.epoch_ms is not None:
+            check(0 <= self.epoch_ms <= 2**63 - 1, self, "epoch_ms", "must be in 0..2^63-1")
         if self.symbols is not None:
             check(bool(self.symbols), self, "symbols", "must not be empty when set")
             check(all(s.strip() for s in self.symbols), self, "symbols", "blank symbol")
             check(len(set(self.symbols)) == len(self.symbols), self, "symbols", "duplicates")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SequenceConfig:
+    """Bounds on how far one record may move an instrument's ``(epoch, seq)`` on its own word.
+
+    Publishers (:class:`pricing_ha.publishing.quotes.SequenceGuard`) and the relay
+    (:mod:`pricing_ha.dedupe.arbitration`) both apply them; see docs/architecture.md,
+    "Sequence epochs".
+
+    Attributes:
+        max_seq_jump: the largest forward step in ``seq`` within an epoch (a new epoch steps
+            from 0) accepted without confirmation. Default 10000.
+        max_epoch_skew_ms: how far an epoch (the feed's start time) may be ahead of the
+            reader's clock. Default 60000.
+    """
+
+    max_seq_jump: int = 10_000
+    max_epoch_skew_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        check(1 <= self.max_seq_jump <= 2**62, self, "max_seq_jump", "must be in 1..2^62")
+        check_ms(self, "max_epoch_skew_ms", self.max_epoch_skew_ms, minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

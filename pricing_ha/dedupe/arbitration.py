@@ -6,20 +6,45 @@ possibly reordered, and occasionally once (one group failing over) or never (a t
 most once. It is the one implementation shared by the relay and the subscriber's direct mode.
 
 It is pure: no I/O, no threads, no clock of its own. The caller passes ``now`` (monotonic
-seconds) into every call and calls :meth:`Arbiter.expire` by :meth:`Arbiter.next_deadline`.
+seconds) into every call and calls :meth:`Arbiter.expire` by :meth:`Arbiter.next_deadline`;
+with bounds, the wall clock (for the epoch's skew) is injected too.
 
-Per instrument, with ``hw`` the highest seq emitted (the high-water mark):
+Items are ordered by **position**, ``(epoch, seq)`` packed into one integer
+(:mod:`pricing_ha.publishing.epochs`; in epoch 0 the position is the seq). Per instrument, with
+``hw`` the highest position emitted (the high-water mark), its *successor* being ``hw + 1`` in
+its epoch, or seq 1 of a later epoch (a restarted feed):
 
 ============================  =============================================================
-an offered ``seq``            outcome
+an offered position           outcome
 ============================  =============================================================
 no ``hw`` yet                 emitted at once (the stream starts there)
-``seq <= hw`` or already held dropped, counted in ``duplicates``
-``seq == hw + 1``             emitted, followed by any held contiguous successors
-``seq > hw + 1``              held until ``hw + 1`` arrives, or until it has waited the
+``<= hw`` or already held     dropped, counted in ``duplicates``
+the successor of ``hw``       emitted, followed by any held contiguous successors
+further ahead                 held until the missing ones arrive, or until it has waited the
                               reorder window; then the missing seqs are declared a gap
                               (``gaps``, ``gap_events``) and held items are emitted in order
 ============================  =============================================================
+
+**Bounds** (when given :class:`Bounds`). Before that table, a *suspect* position is held
+apart until the other group confirms it (a copy of the same position from a source of another
+group: the part of ``source`` before its last ``/``), and then placed as above:
+
+* *hard*: its epoch is more than ``max_epoch_skew_ms`` ahead of the wall clock, or its seq
+  jumps more than ``max_seq_jump`` ahead of ``hw`` in ``hw``'s epoch, or more than
+  ``max_seq_jump`` from 0 in a later epoch. Unconfirmed within the reorder window, it is
+  *rejected* (:meth:`Arbiter.take_rejected`, for the caller to dead-letter with the reason).
+* *a new epoch*: a later epoch within those bounds (a feed restart). Unconfirmed within the
+  window, it is accepted if the instrument emitted nothing meanwhile (the old epoch has gone
+  quiet: a real restart seen by one group only), else rejected (the current epoch goes on: a
+  forged epoch).
+* *a first jump*: a first position beyond ``max_seq_jump`` with no ``hw`` yet (a new
+  instrument, a mark reset, a relay with no history of it). Unconfirmed within the window, it
+  is accepted if a copy of its next seq came too (the stream goes on from it), else rejected.
+
+Suspects that an emission brings within bounds (the next seqs of a new epoch once its first
+is accepted) are re-examined at once. So one forged record cannot move a mark beyond what
+the other group confirms, and a real feed restart costs nothing with both groups up, one
+reorder window with one.
 
 Guarantee: for each instrument the emitted seqs are strictly increasing, whatever is offered,
 and no held item waits longer than the window once :meth:`Arbiter.expire` is called on time.
@@ -38,73 +63,25 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
-__all__ = ["Arbiter", "Emission"]
+from pricing_ha.dedupe._lines import (
+    CONTINUED,
+    HARD,
+    NO_SUSPECTS,
+    NOTHING_HELD,
+    QUIET,
+    Bounds,
+    Emission,
+    Line,
+    group_of,
+    successor,
+)
+from pricing_ha.publishing.epochs import SEQ_BITS, describe, epoch_of, seq_in_epoch
+
+__all__ = ["Arbiter", "Bounds", "Emission"]
 
 T = TypeVar("T")
-
-
-class Emission(NamedTuple, Generic[T]):
-    """One item released by the arbiter, in seq order for its instrument.
-
-    A named tuple rather than a frozen dataclass: just as immutable, and about three times
-    cheaper to create, which matters at one per price on the relay's hot path.
-
-    Attributes:
-        instrument: the instrument (Kafka key).
-        seq: the source sequence number.
-        item: the caller's payload, as offered (the winning copy).
-        source: who offered the winning copy, e.g. ``"p1/a"``.
-        gap_before: seqs declared missing right before this one (0 normally).
-        switched_from: the previous primary source if this emission is a publisher switch,
-            else ``None`` (see the module docstring).
-        silence_s: time since this instrument's previous emission (0.0 for its first).
-        dropped_since_switch: duplicates dropped for this instrument since its previous
-            switch (or since it was first seen).
-    """
-
-    instrument: str
-    seq: int
-    item: T
-    source: str
-    gap_before: int
-    switched_from: str | None
-    silence_s: float
-    dropped_since_switch: int
-
-
-# The ``held`` of every line that holds nothing: one shared, never-written empty dict, so an
-# instrument costs no dict of its own until it holds something (64 bytes each otherwise, about
-# a quarter of a line). A line gets a private dict on its first held item and gives it back
-# when it empties. Nothing writes through this object: see ``Arbiter.offer``.
-_NOTHING_HELD: dict[int, tuple[Any, str, float]] = {}
-
-
-class _Line(Generic[T]):
-    """The arbitration state of one instrument."""
-
-    __slots__ = (
-        "deadline",
-        "dropped",
-        "held",
-        "hw",
-        "instrument",
-        "last_emit",
-        "primary",
-        "primary_seq",
-    )
-
-    def __init__(self, instrument: str) -> None:
-        self.instrument = instrument
-        self.hw = 0  # highest seq emitted or set (a line exists only once there is one)
-        # seq -> (item, source, arrival); the shared empty dict while nothing is held
-        self.held: dict[int, tuple[T, str, float]] = _NOTHING_HELD
-        self.deadline = 0.0  # when the oldest held item's window ends (if any are held)
-        self.primary = ""  # "" until the first emission
-        self.primary_seq = 0  # highest seq offered by the primary
-        self.last_emit = 0.0
-        self.dropped = 0
 
 
 class Arbiter(Generic[T]):
@@ -118,13 +95,19 @@ class Arbiter(Generic[T]):
         gap_events: times a gap was declared (one event may cover several seqs).
         reordered: items that were held and emitted later.
         switches: publisher switches (emissions with ``switched_from`` set).
+        suspects: copies held apart as out of bounds (see the module docstring).
+        confirmed: suspects confirmed by the other group.
+        unconfirmed: suspects rejected (see :meth:`take_rejected`).
     """
 
-    def __init__(self, reorder_window_s: float) -> None:
+    def __init__(self, reorder_window_s: float, bounds: Bounds | None = None) -> None:
         """Creates an arbiter with no instruments.
 
         Args:
-            reorder_window_s: the reorder window, >= 0 (0 declares a gap at once).
+            reorder_window_s: the reorder window, >= 0 (0 declares a gap at once); also how
+                long a suspect waits for confirmation.
+            bounds: the bounds on unconfirmed copies; ``None``: every copy is taken at its word
+                (a reader of one source, such as ``prices``, has nobody to confirm it).
 
         Raises:
             ValueError: if the window is negative.
@@ -132,7 +115,12 @@ class Arbiter(Generic[T]):
         if reorder_window_s < 0:
             raise ValueError(f"reorder_window_s must be >= 0, got {reorder_window_s}")
         self.reorder_window_s = reorder_window_s
-        self._lines: dict[str, _Line[T]] = {}
+        self.bounds = bounds
+        self._rejected: list[tuple[T, str]] = []
+        self.suspects = 0
+        self.confirmed = 0
+        self.unconfirmed = 0
+        self._lines: dict[str, Line[T]] = {}
         self._deadlines: list[tuple[float, str]] = []  # heap; stale entries skipped lazily
         self.emitted = 0
         self.duplicates = 0
@@ -144,7 +132,7 @@ class Arbiter(Generic[T]):
     # -- the hot path -------------------------------------------------------------------------
 
     def offer(
-        self, instrument: str, seq: int, item: T, source: str, now: float
+        self, instrument: str, seq: int, item: T, source: str, now: float, *, epoch: int = 0
     ) -> list[Emission[T]]:
         """Offers one copy; returns what it releases (usually one emission or none).
 
@@ -152,98 +140,225 @@ class Arbiter(Generic[T]):
             instrument: the instrument.
             seq: its sequence number.
             item: the payload, returned in the emission if this copy wins.
-            source: who published this copy, e.g. ``"p2/b"``.
+            source: who published this copy, e.g. ``"p2/b"`` (group, then member).
             now: monotonic seconds.
+            epoch: its epoch (0: none).
         """
+        pos = (epoch << SEQ_BITS) | seq
         line = self._lines.get(instrument)
         if line is None:
-            line = self._lines[instrument] = _Line(instrument)
-            return [self._emit(line, seq, item, source, now)]
-        if source == line.primary and seq > line.primary_seq:
-            line.primary_seq = seq
+            line = self._lines[instrument] = Line(instrument)
+        if source == line.primary and pos > line.primary_seq:
+            line.primary_seq = pos
         hw = line.hw
-        if seq <= hw or seq in line.held:
+        if pos <= hw or pos in line.held:
             self.duplicates += 1
             line.dropped += 1
             return []
-        if seq == hw + 1:
-            out = [self._emit(line, seq, item, source, now)]
+        out: list[Emission[T]] = []
+        if line.suspects:
+            suspect = line.suspects.get(pos)
+            if suspect is not None:
+                self.duplicates += 1
+                line.dropped += 1
+                if group_of(suspect[1]) == group_of(source):
+                    return out  # the same group again confirms nothing
+                del line.suspects[pos]
+                self.confirmed += 1
+                self._place(line, pos, suspect[0], suspect[1], now, out=out)
+                self._after(line, now, out)
+                return out
+        # The next seq of the mark's own epoch is within any bounds: the common case skips them.
+        if (
+            self.bounds is not None
+            and pos != hw + 1
+            and self._suspect(line, pos, item, source, now)
+        ):
+            return self._expire_line(line, now) if self.reorder_window_s <= 0 else out
+        self._place(line, pos, item, source, now, out=out)
+        self._after(line, now, out)
+        return out
+
+    def _suspect(self, line: Line[T], pos: int, item: T, source: str, now: float) -> bool:
+        """Holds ``pos`` apart if it is out of bounds; returns whether it did."""
+        assert self.bounds is not None
+        reason = self.bounds.check(line.hw, pos)
+        kind = HARD
+        if reason is not None and line.hw == 0 and not reason.startswith("epoch"):
+            kind = CONTINUED
+        elif reason is None and line.hw > 0 and epoch_of(pos) > epoch_of(line.hw):
+            reason, kind = f"a new epoch (from {epoch_of(line.hw)})", QUIET
+        if reason is None:
+            return False
+        if line.suspects is NO_SUSPECTS:
+            line.suspects = {}
+        line.suspects[pos] = (item, source, now, reason, kind, line.emits)
+        self.suspects += 1
+        if not line.held and len(line.suspects) == 1:
+            line.deadline = now + self.reorder_window_s
+            heapq.heappush(self._deadlines, (line.deadline, line.instrument))
+        return True
+
+    def _place(
+        self,
+        line: Line[T],
+        pos: int,
+        item: T,
+        source: str,
+        now: float,
+        *,
+        out: list[Emission[T]],
+        since: float | None = None,
+    ) -> None:
+        """Emits ``pos`` if it continues the line (or starts it), else holds it for the window
+        (counted from ``since``, when it came, if it has waited already as a suspect)."""
+        if line.hw == 0 or successor(line.hw, pos):
+            out.append(self._emit(line, pos, item, source, now))
             if line.held:
                 self._release_contiguous(line, now, out)
-            return out
-        if line.held is _NOTHING_HELD:
+            return
+        if line.held is NOTHING_HELD:
             line.held = {}
-        line.held[seq] = (item, source, now)
-        if self.reorder_window_s <= 0:
-            return self._expire_line(line, now)
-        if len(line.held) == 1:
+        line.held[pos] = (item, source, now if since is None else since)
+        if self.reorder_window_s > 0 and len(line.held) == 1 and not line.suspects:
             line.deadline = now + self.reorder_window_s
-            heapq.heappush(self._deadlines, (line.deadline, instrument))
-        return []
+            heapq.heappush(self._deadlines, (line.deadline, line.instrument))
+
+    def _after(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
+        """After an offer: with a zero window, release at once; re-examine suspects that an
+        emission brought within bounds."""
+        if line.held and self.reorder_window_s <= 0:
+            out.extend(self._expire_line(line, now))
+        if out and line.suspects:
+            self._recheck(line, now, out)
+
+    def _recheck(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
+        assert self.bounds is not None
+        for pos in sorted(line.suspects):
+            if pos <= line.hw:
+                del line.suspects[pos]
+                continue
+            reason = self.bounds.check(line.hw, pos)
+            if reason is None and epoch_of(pos) == epoch_of(line.hw):
+                item, source = line.suspects.pop(pos)[:2]
+                self._place(line, pos, item, source, now, out=out)
+        if not line.suspects:
+            line.suspects = NO_SUSPECTS
+        self._reschedule(line)
+
+    def take_rejected(self) -> list[tuple[T, str]]:
+        """The suspects rejected since the last call, each with its reason (to dead-letter)."""
+        rejected, self._rejected = self._rejected, []
+        return rejected
 
     def _emit(
-        self, line: _Line[T], seq: int, item: T, source: str, now: float, *, gap: int = 0
+        self, line: Line[T], pos: int, item: T, source: str, now: float, *, gap: int = 0
     ) -> Emission[T]:
         switched_from = None
         dropped = line.dropped
         if not line.primary:  # the instrument's first emission
             silence = 0.0
-            line.primary, line.primary_seq = source, seq
+            line.primary, line.primary_seq = source, pos
         else:
             silence = now - line.last_emit
-            if source != line.primary and line.primary_seq < seq - 1:
+            if source != line.primary and line.primary_seq < pos - 1:
                 switched_from = line.primary
-                line.primary, line.primary_seq = source, seq
+                line.primary, line.primary_seq = source, pos
                 line.dropped = 0
                 self.switches += 1
-        line.hw = seq
+        line.hw = pos
         line.last_emit = now
+        line.emits += 1
         self.emitted += 1
         if gap:
             self.gaps += gap
             self.gap_events += 1
-        return Emission(line.instrument, seq, item, source, gap, switched_from, silence, dropped)
+        seq, epoch = seq_in_epoch(pos), epoch_of(pos)
+        return Emission(
+            line.instrument, seq, item, source, gap, switched_from, silence, dropped, epoch
+        )
 
     # -- holding and expiry -------------------------------------------------------------------
 
-    def _release_contiguous(self, line: _Line[T], now: float, out: list[Emission[T]]) -> None:
+    def _release_contiguous(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
         held = line.held
-        nxt = line.hw + 1
-        while nxt in held:
+        while held:
+            nxt = min(held)
+            if not successor(line.hw, nxt):
+                break
             item, source, _ = held.pop(nxt)
             self.reordered += 1
             out.append(self._emit(line, nxt, item, source, now))
-            nxt += 1
         self._reschedule(line)
 
-    def _reschedule(self, line: _Line[T]) -> None:
+    def _reschedule(self, line: Line[T]) -> None:
         if not line.held:
-            line.held = _NOTHING_HELD  # its own (emptied) dict is freed
-            return
-        oldest = min(arrival for _, _, arrival in line.held.values())
-        deadline = oldest + self.reorder_window_s
+            line.held = NOTHING_HELD  # its own (emptied) dict is freed
+            if not line.suspects:
+                return
+        arrivals = [arrival for _, _, arrival in line.held.values()]
+        arrivals += [suspect[2] for suspect in line.suspects.values()]
+        deadline = min(arrivals) + self.reorder_window_s
         if deadline != line.deadline:
             line.deadline = deadline
             heapq.heappush(self._deadlines, (deadline, line.instrument))
 
-    def _expire_line(self, line: _Line[T], now: float) -> list[Emission[T]]:
-        """Releases every held item whose window has ended, declaring the gaps before them."""
+    def _decide_suspects(self, line: Line[T], now: float, out: list[Emission[T]]) -> None:
+        """Suspects whose window has ended unconfirmed: a new epoch accepted if the line has
+        been quiet since it came, a first jump if its next seq came too, the others rejected
+        (see the module docstring)."""
+        window = self.reorder_window_s
+        for pos in sorted(p for p, v in line.suspects.items() if v[2] + window <= now):
+            item, source, came, reason, kind, emits = line.suspects.pop(pos)
+            if pos <= line.hw:
+                continue  # overtaken: a copy at or below the mark
+            if (kind == QUIET and line.emits == emits) or (
+                kind == CONTINUED and pos + 1 in line.suspects
+            ):
+                # It has waited its window: held, it is released below with the gap before it.
+                self._place(line, pos, item, source, now, out=out, since=came)
+                continue
+            self.unconfirmed += 1
+            why = {
+                QUIET: "the current epoch went on",
+                CONTINUED: "and nothing continued from it",
+            }.get(kind, "no copy from another group")
+            self._rejected.append(
+                (
+                    item,
+                    f"{line.instrument} seq {describe(pos)}: {reason}; not confirmed within "
+                    f"{window:g} s ({why})",
+                )
+            )
+        if not line.suspects:
+            line.suspects = NO_SUSPECTS
+
+    def _expire_line(self, line: Line[T], now: float) -> list[Emission[T]]:
+        """Decides expired suspects, then releases every held item whose window has ended,
+        declaring the gaps before them."""
+        out: list[Emission[T]] = []
+        if line.suspects:
+            self._decide_suspects(line, now, out)
         window = self.reorder_window_s
         expired = [s for s, (_, _, arrival) in line.held.items() if arrival + window <= now]
-        out: list[Emission[T]] = []
-        if not expired:
-            self._reschedule(line)
-            return out
-        cutoff = max(expired)
-        for seq in sorted(s for s in line.held if s <= cutoff):
-            item, source, _ = line.held.pop(seq)
-            self.reordered += 1
-            out.append(self._emit(line, seq, item, source, now, gap=seq - line.hw - 1))
-        self._release_contiguous(line, now, out)
+        if expired:
+            cutoff = max(expired)
+            for pos in sorted(s for s in line.held if s <= cutoff):
+                item, source, _ = line.held.pop(pos)
+                self.reordered += 1
+                hw = line.hw
+                same = epoch_of(hw) == epoch_of(pos)
+                gap = seq_in_epoch(pos) - (seq_in_epoch(hw) if same else 0) - 1
+                out.append(self._emit(line, pos, item, source, now, gap=gap))
+            self._release_contiguous(line, now, out)
+        if out and line.suspects:
+            self._recheck(line, now, out)
+        self._reschedule(line)
         return out
 
     def expire(self, now: float) -> list[Emission[T]]:
-        """Releases held items whose reorder window has ended, declaring the gaps before them.
+        """Releases held items whose reorder window has ended, declaring the gaps before them;
+        decides suspects whose window has ended (:meth:`take_rejected`).
 
         Args:
             now: monotonic seconds.
@@ -256,7 +371,7 @@ class Arbiter(Generic[T]):
         while heap and heap[0][0] <= now:
             deadline, instrument = heapq.heappop(heap)
             line = self._lines.get(instrument)
-            if line is None or not line.held or line.deadline != deadline:
+            if line is None or not (line.held or line.suspects) or line.deadline != deadline:
                 continue  # stale: released, rescheduled or forgotten since
             out.extend(self._expire_line(line, now))
         return out
@@ -267,7 +382,7 @@ class Arbiter(Generic[T]):
         while heap:
             deadline, instrument = heap[0]
             line = self._lines.get(instrument)
-            if line is not None and line.held and line.deadline == deadline:
+            if line is not None and (line.held or line.suspects) and line.deadline == deadline:
                 return deadline
             heapq.heappop(heap)
         return None
@@ -275,7 +390,8 @@ class Arbiter(Generic[T]):
     # -- state --------------------------------------------------------------------------------
 
     def set_high_water(self, instrument: str, seq: int) -> None:
-        """Declares ``seq`` and everything below it emitted (e.g. by a previous relay owner).
+        """Declares position ``seq`` and everything below it emitted (e.g. by a previous relay
+        owner; a position of epoch 0 is its seq: :mod:`pricing_ha.publishing.epochs`).
 
         Nothing at or below the mark is emitted afterwards. A higher mark already held is
         kept; held items at or below the mark are dropped as duplicates. Meant to be called
@@ -285,7 +401,7 @@ class Arbiter(Generic[T]):
         if line is None:
             if seq < 1:
                 return
-            line = self._lines[instrument] = _Line(instrument)
+            line = self._lines[instrument] = Line(instrument)
         if seq <= line.hw:
             return
         line.hw = seq
@@ -293,20 +409,44 @@ class Arbiter(Generic[T]):
             del line.held[s]
             self.duplicates += 1
             line.dropped += 1
+        for s in [s for s in line.suspects if s <= seq]:
+            del line.suspects[s]
+        if not line.suspects:
+            line.suspects = NO_SUSPECTS
         self._reschedule(line)
 
+    def reset_mark(self, instrument: str) -> int | None:
+        """Forgets ``instrument``'s mark, and what it holds (an operator's reset of a mark a
+        bad record moved too far): its next copy starts it again, within the bounds. Returns
+        the mark it had, or ``None``."""
+        line = self._lines.get(instrument)
+        if line is None:
+            return None
+        mark = line.hw or None
+        line.hw = 0
+        line.primary, line.primary_seq = "", 0
+        line.held, line.suspects = NOTHING_HELD, NO_SUSPECTS
+        return mark
+
     def high_water(self, instrument: str) -> int | None:
-        """The highest seq emitted (or set) for ``instrument``, or ``None`` if none."""
+        """The highest position emitted (or set) for ``instrument`` (its seq in epoch 0), or
+        ``None`` if none."""
         line = self._lines.get(instrument)
         return line.hw if line is not None and line.hw > 0 else None
 
     def held_count(self) -> int:
-        """How many items are held waiting for missing seqs, over all instruments."""
-        return sum(len(line.held) for line in self._lines.values())
+        """How many items are held waiting for missing seqs or confirmation, over all
+        instruments."""
+        return sum(len(line.held) + len(line.suspects) for line in self._lines.values())
 
     def held(self) -> list[T]:
-        """The items held waiting for missing seqs (callers must not commit past them)."""
-        return [item for line in self._lines.values() for item, _, _ in line.held.values()]
+        """The items held waiting for missing seqs or confirmation (callers must not commit
+        past them)."""
+        return [
+            item
+            for line in self._lines.values()
+            for item in [v[0] for v in line.held.values()] + [v[0] for v in line.suspects.values()]
+        ]
 
     def knows(self, instrument: str) -> bool:
         """Whether ``instrument`` has state here (a mark, held items)."""

@@ -31,6 +31,8 @@ The kinds of control record on ``prices[k]``:
   :mod:`pricing_ha.dedupe.succession`).
 * ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
   goes on under its term: its announcement no longer holds.
+* ``reset``: an operator's reset of one instrument's mark (header ``instrument``): the view
+  forgets the instrument's mark (:mod:`.mark_reset`).
 * ``tick``: written by an owner handing k over that may not emit because its tail has not
   seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
   back has seen everything appended before it, a successor's request included. It means
@@ -53,6 +55,7 @@ import orjson
 from confluent_kafka import Message
 
 from pricing_ha.kafka.headers import CONTROL_HEADER, Headers, header_int, header_list, is_control
+from pricing_ha.publishing.epochs import MAX_EPOCH, epoch_of, position, seq_in_epoch
 from pricing_ha.publishing.quotes import MAX_SEQ
 
 __all__ = [
@@ -61,6 +64,7 @@ __all__ = [
     "KEPT",
     "PROBE",
     "RELEASE",
+    "RESET",
     "TAKEOVER",
     "TICK",
     "PartitionView",
@@ -76,6 +80,7 @@ CHECKPOINT = b"checkpoint"
 TICK = b"tick"
 HANDOVER = b"handover"
 KEPT = b"kept"
+RESET = b"reset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ class Snapshot:
 
     Attributes:
         offset: the control record's offset.
-        high: every instrument's highest seq below ``offset``.
+        high: every instrument's highest position below ``offset`` (its seq in epoch 0).
         clean: the partition was cleanly released below ``offset`` (see the module docstring),
             or never had an owner.
         term: the offset of the last takeover marker below ``offset`` (-1: none).
@@ -157,6 +162,8 @@ class PartitionView:
         elif kind == HANDOVER:
             term = header_int(values.get("term"))
             self.handover_term = -2 if term is None else term
+        elif kind == RESET:
+            self.high.pop(values.get("instrument", b"").decode(errors="replace"), None)
         elif kind == KEPT and values.get("term", b"") == str(self.handover_term).encode():
             self.handover_term = -1
         elif kind == RELEASE and values.get("before") == b"unclean":
@@ -191,7 +198,7 @@ class PartitionView:
             {
                 "v": 1,
                 "position": self.position,
-                "high": self.high,
+                "high": {k: _encode_mark(v) for k, v in self.high.items()},
                 "last_data": self.last_data,
                 "term": self.term,
                 "term_wall": self.term_wall,
@@ -210,7 +217,7 @@ class PartitionView:
             doc = orjson.loads(value)
             view = cls(
                 position=_int(doc["position"]),
-                high={str(k): _int(v) for k, v in doc["high"].items()},
+                high={str(k): _decode_mark(v) for k, v in doc["high"].items()},
                 last_data=_int(doc["last_data"]),
                 term=_int(doc["term"]),
                 term_wall=float(doc.get("term_wall", -1.0)),
@@ -230,6 +237,22 @@ def _signed(raw: bytes) -> int | None:
     """A header's integer value (may be negative), or ``None``."""
     number = header_int(raw[1:] if raw.startswith(b"-") else raw)
     return None if number is None else (-number if raw.startswith(b"-") else number)
+
+
+def _encode_mark(pos: int) -> int | list[int]:
+    """A mark in a checkpoint: its seq in epoch 0 (as before epochs), else ``[epoch, seq]``
+    (a packed position does not fit JSON's 64-bit integers)."""
+    epoch = epoch_of(pos)
+    return pos if epoch == 0 else [epoch, seq_in_epoch(pos)]
+
+
+def _decode_mark(value: object) -> int:
+    if isinstance(value, list) and len(value) == 2:
+        epoch, seq = _int(value[0]), _int(value[1])
+        if not (0 <= epoch <= MAX_EPOCH and 0 <= seq <= MAX_SEQ):
+            raise ValueError(value)
+        return position(epoch, seq)
+    return _int(value)
 
 
 def _int(value: object) -> int:
@@ -253,7 +276,8 @@ def control_kind(
 
 
 def seq_of(msg: Message) -> tuple[str, int] | None:
-    """Instrument and seq of a price on ``prices``, from its value (never from a header: the
+    """Instrument and position (``(epoch, seq)`` packed: :mod:`pricing_ha.publishing.epochs`;
+    its seq in epoch 0) of a price on ``prices``, from its value (never from a header: the
     value is what subscribers read and what the relay arbitrated on).
 
     The relay wrote that value canonically after validating it, so only the two fields read
@@ -270,7 +294,9 @@ def seq_of(msg: Message) -> tuple[str, int] | None:
         return None
     if not isinstance(doc, dict):
         return None
-    instrument, seq = doc.get("instrument"), doc.get("seq")
+    instrument, seq, epoch = doc.get("instrument"), doc.get("seq"), doc.get("epoch", 0)
     if type(instrument) is not str or type(seq) is not int or not 1 <= seq <= MAX_SEQ:
         return None
-    return sys.intern(instrument), seq
+    if type(epoch) is not int or not 0 <= epoch <= MAX_EPOCH:
+        return None
+    return sys.intern(instrument), position(epoch, seq)

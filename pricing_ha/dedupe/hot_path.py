@@ -9,7 +9,9 @@ worker thread:
   partition's arbiter (:mod:`.arbitration`), and what the arbiter emits is produced
   (:mod:`.output`), a sampled record inside its spans. Records read ahead of a takeover
   (:mod:`.read_ahead`) come first;
-* records whose reorder window has passed are released, also while no input comes;
+* records whose reorder window has passed are released, also while no input comes; copies out
+  of bounds that the other group did not confirm go to the dead-letter topic with the reason,
+  and an operator's mark resets read by the standby tail are applied (:mod:`.mark_reset`);
 * the batch's output is flushed, and input positions are committed once their output is
   acknowledged and nothing before them is still held (:meth:`.raw_input.RawInput.commits`).
 
@@ -33,15 +35,17 @@ import time
 from collections.abc import Callable, Set
 
 from confluent_kafka import Message, TopicPartition
+from opentelemetry import trace
 
 from pricing_ha.config import MAX_INSTRUMENT_BYTES, LimitsConfig
-from pricing_ha.dedupe.arbitration import Arbiter
+from pricing_ha.dedupe.arbitration import Arbiter, Bounds
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
 from pricing_ha.dedupe.relayed import relayed_headers
 from pricing_ha.dedupe.restart import Restarts
+from pricing_ha.publishing.epochs import describe
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
 from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
@@ -49,6 +53,7 @@ from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 __all__ = ["HotPath"]
 
 log = logging.getLogger("pricing_ha.relay")
+_tracer = trace.get_tracer("pricing_ha.relay")
 
 _PAUSE_MAX_S = 1.0  # a partition no longer led, with no event saying why, is dropped after this
 
@@ -62,6 +67,7 @@ class HotPath:
         read_ahead: input read ahead of a takeover, replayed first.
         restarts: the partitions started over in place.
         window_s: the arbiters' reorder window.
+        bounds: the arbiters' bounds on unconfirmed copies (``None``: none).
         limits: ``[limits]``: instruments an arbiter admits (a price of a new instrument on a
             full partition is dead-lettered, never admitted by forgetting another
             instrument's mark: see :meth:`_refused`), and how often refusals are warned about.
@@ -71,6 +77,8 @@ class HotPath:
         active: the partitions the worker works on (shared).
         drop: ends a partition's work (flush, release, stop reading).
         commit: commits input positions (asynchronously, as the worker does).
+        resets: the operator's mark resets the standby tail read on a partition after an offset
+            (:meth:`.standby.StandbyTail.resets_after`; :mod:`.mark_reset`).
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class HotPath:
         restarts: Restarts,
         *,
         window_s: float,
+        bounds: Bounds | None = None,
         may_emit: Callable[[int], bool],
         handing_over: Callable[[int], bool],
         asked: Callable[[int], bool],
@@ -88,6 +97,7 @@ class HotPath:
         drop: Callable[[int], None],
         commit: Callable[[list[TopicPartition]], None],
         limits: LimitsConfig | None = None,
+        resets: Callable[[int, int], list[tuple[int, str]]] = lambda _p, _o: [],
     ) -> None:
         """Nothing is worked on yet."""
         limits = limits or LimitsConfig()
@@ -98,12 +108,15 @@ class HotPath:
         self._read_ahead = read_ahead
         self._restarts = restarts
         self._window_s = window_s
+        self._bounds = bounds
         self._may_emit = may_emit
         self._handing_over = handing_over
         self._asked = asked
         self._active = active
         self._drop = drop
         self._commit_async = commit
+        self._resets = resets
+        self._marks_at: dict[int, int] = {}  # partition -> offset its marks were taken below
         #: The arbiter of each partition worked on.
         self.arbiters: dict[int, Arbiter[RawPrice]] = {}
         self._paused: dict[int, float] = {}  # not led, no event yet: since (monotonic)
@@ -111,18 +124,20 @@ class HotPath:
         # partition -> last offset processed, whose commit waits for a dead letter to settle
         self._held_back: dict[int, int] = {}
 
-    def take_up(self, partition: int, high: dict[str, int]) -> None:
-        """``partition`` was taken over from the high-water marks ``high``; its first record
-        processed is logged."""
-        self.arbitrate_from(partition, high)
+    def take_up(self, partition: int, high: dict[str, int], since: int = -1) -> None:
+        """``partition`` was taken over from the high-water marks ``high`` (those below offset
+        ``since`` of ``prices``); its first record processed is logged."""
+        self.arbitrate_from(partition, high, since)
         self._first_price[partition] = time.monotonic()
 
-    def arbitrate_from(self, partition: int, high: dict[str, int]) -> None:
-        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``."""
-        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s)
+    def arbitrate_from(self, partition: int, high: dict[str, int], since: int = -1) -> None:
+        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``
+        (those below offset ``since`` of ``prices``: later resets still apply)."""
+        arbiter: Arbiter[RawPrice] = Arbiter(self._window_s, self._bounds)
         for instrument, seq in high.items():
             arbiter.set_high_water(instrument, seq)
         self.arbiters[partition] = arbiter
+        self._marks_at[partition] = since
         self._held_back.pop(partition, None)  # started (over): re-read from the last commit
         self._out.track(partition, arbiter)
 
@@ -132,6 +147,7 @@ class HotPath:
         self._first_price.pop(partition, None)
         self._held_back.pop(partition, None)
         self.arbiters.pop(partition, None)
+        self._marks_at.pop(partition, None)
 
     def process(self, batch: list[Message]) -> None:
         """Arbitrate a batch, emit, flush, commit what is safe to commit."""
@@ -160,7 +176,7 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, seq, source, source_ns, publish_ns, value = parse_raw_record(
+                instrument, seq, source, source_ns, publish_ns, value, epoch = parse_raw_record(
                     msg, raw_headers
                 )
             except InvalidPriceError as exc:
@@ -183,9 +199,10 @@ class HotPath:
             )
             parent = sampled_context(raw_headers)
             if parent is None:  # the common case: no span objects at all
-                ok = out.emit(partition, arbiter.offer(instrument, seq, item, source, now))
+                emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
+                ok = out.emit(partition, emissions)
             else:
-                what = (instrument, seq, source)
+                what = (instrument, seq, source, epoch)
                 ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
             if not ok:
                 lost.add(partition)
@@ -266,12 +283,43 @@ class HotPath:
                 time.monotonic() - since,
             )
 
+    def _reset_marks(self, partition: int, arbiter: Arbiter[RawPrice]) -> None:
+        """Apply the operator's resets read on ``prices[partition]`` above the offset this
+        arbiter's marks were taken below (:mod:`.mark_reset`), each logged and traced."""
+        for offset, instrument in self._resets(partition, self._marks_at.get(partition, -1)):
+            self._marks_at[partition] = offset
+            mark = arbiter.reset_mark(instrument)
+            self._out.stats.marks_reset += 1
+            shown = "none" if mark is None else describe(mark)
+            log.warning(
+                "mark of %s on partition %d reset by an operator (prices offset %d; was %s)",
+                instrument,
+                partition,
+                offset,
+                shown,
+            )
+            _tracer.start_span(
+                f"relay.reset-mark {instrument}",
+                attributes={
+                    "pricing_ha.instrument": instrument,
+                    "pricing_ha.mark_before": shown,
+                    "messaging.destination.partition.id": str(partition),
+                    "messaging.kafka.offset": offset,
+                },
+            ).end()
+
     def _expire(self, now: float, lost: set[int]) -> None:
         for partition, arbiter in list(self.arbiters.items()):
             if partition in lost or not self._may_emit(partition):
                 continue  # paused: expired later, or dropped
+            self._reset_marks(partition, arbiter)
             if not self._out.emit(partition, arbiter.expire(now)):
                 lost.add(partition)
+            for item, reason in arbiter.take_rejected():
+                # Out of bounds and not confirmed by the other group: it must not move the
+                # instrument's mark (docs/architecture.md, "Sequence epochs").
+                self._out.reject(partition, item, reason)
+                self._warnings.warn("unconfirmed", "dead-lettered from prices.raw: %s", reason)
 
     def _pause(self, paused: dict[int, int], lost: set[int]) -> None:
         """Rewind partitions that stopped being led mid-batch to their first unread record.

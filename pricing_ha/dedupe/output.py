@@ -198,13 +198,14 @@ class RelayOutput:
         arbiter: Arbiter[RawPrice],
         partition: int,
         item: RawPrice,
-        what: tuple[str, int, str],
+        what: tuple[str, int, str, int],
         *,
         parent: Context,
         now: float,
     ) -> bool:
-        """Offer one sampled record (instrument, seq, source) and emit, in its process span."""
-        instrument, seq, source = what
+        """Offer one sampled record (instrument, seq, source, epoch) and emit, in its process
+        span."""
+        instrument, seq, source, epoch = what
         process = self._path.start_process(
             self._cfg.topics.raw,
             parent,
@@ -217,7 +218,7 @@ class RelayOutput:
         try:
             item = dataclasses.replace(item, trace=child_context(process))
             duplicates = arbiter.duplicates
-            emissions = arbiter.offer(instrument, seq, item, source, now)
+            emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
             if any(e.item is item for e in emissions):
                 outcome = "emitted"
             else:
@@ -234,6 +235,14 @@ class RelayOutput:
         self.stats.dead_lettered += 1
         self._producers.dead_letters.send(
             partition=partition, offset=offset, key=msg.key(), value=msg.value(), reason=reason
+        )
+
+    def reject(self, partition: int, item: RawPrice, reason: str) -> None:
+        """Send a raw price the arbiter rejected (out of bounds, unconfirmed by the other group)
+        to the raw dead-letter topic, with the reason (as :meth:`dead_letter`)."""
+        self.stats.unconfirmed += 1
+        self._producers.dead_letters.send(
+            partition=partition, offset=item.offset, key=item.key, value=item.value, reason=reason
         )
 
     def commit_floor(self, partition: int) -> int | None:

@@ -57,6 +57,7 @@ class RawFields(NamedTuple):
         publish_ns: its ``publish_ns`` header, or 0.
         value: the canonical encoding of the decoded price (:func:`encode_price`): what the
             relay writes, never the bytes it read (:mod:`.relayed`).
+        epoch: the epoch of its value (0: none; :mod:`pricing_ha.publishing.epochs`).
     """
 
     instrument: str
@@ -65,6 +66,7 @@ class RawFields(NamedTuple):
     source_ns: int
     publish_ns: int
     value: bytes
+    epoch: int = 0
 
 
 def as_bytes(data: HeaderValue) -> bytes:
@@ -83,8 +85,8 @@ def parse_raw(msg: Message) -> tuple[str, int, str]:
 
 
 def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
-    """Instrument, seq, source, source time, ``publish_ns`` (0 if absent) and canonical value
-    of a raw price.
+    """Instrument, seq, source, source time, ``publish_ns`` (0 if absent), canonical value and
+    epoch of a raw price.
 
     Args:
         msg: the record.
@@ -114,6 +116,7 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
         price.source_time_ns,
         publish_ns,
         encode_price(price),
+        price.epoch,
     )
 
 

@@ -32,6 +32,7 @@ import time
 from confluent_kafka import Message
 
 from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.arbitration import Bounds
 from pricing_ha.dedupe.control import RELEASE
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.grace_period import GracePeriods
@@ -158,6 +159,10 @@ class RelayWorker(PartitionWorker):
             self.read_ahead,
             self._restarts,
             window_s=cfg.relay.reorder_window_ms / 1000,
+            bounds=Bounds(
+                max_seq_jump=cfg.sequence.max_seq_jump,
+                max_epoch_skew_ms=cfg.sequence.max_epoch_skew_ms,
+            ),
             may_emit=self._may_emit,
             handing_over=self._handovers.__contains__,
             asked=self._handovers.asked,
@@ -165,6 +170,7 @@ class RelayWorker(PartitionWorker):
             drop=self.drop,
             commit=self.commit_async,
             limits=cfg.limits,
+            resets=self.standby.resets_after,
         )
         self._next_tend = 0.0
         # taken up as the grace period ended -> NELI's assignment time then, and how many of
@@ -261,7 +267,7 @@ class RelayWorker(PartitionWorker):
         self._read_ahead([p for p in partitions if p in self.wanted])
         taken: list[int] = []
         for partition, snap in self._succession.establish(partitions, deferred):
-            self._hot.take_up(partition, snap.high)
+            self._hot.take_up(partition, snap.high, snap.offset)
             self._terms[partition] = snap.offset
             self._own.began(partition, snap.offset)
             taken.append(partition)
@@ -426,10 +432,11 @@ class RelayWorker(PartitionWorker):
         """Release records whose reorder window has passed, even with no new input."""
         self._hot.idle()
 
-    def _resume(self, partition: int, high: dict[str, int]) -> bool:
-        """Start ``partition`` over in place from ``high`` (:mod:`.restart`): a new arbiter, and
-        ``prices.raw[k]`` re-read from the last commit this member made (or the group's)."""
+    def _resume(self, partition: int, high: dict[str, int], since: int) -> bool:
+        """Start ``partition`` over in place from ``high``, the marks below offset ``since``
+        (:mod:`.restart`): a new arbiter, and ``prices.raw[k]`` re-read from the last commit
+        this member made (or the group's)."""
         if not self._raw.restart(partition):
             return False  # not known now: tried again
-        self._hot.arbitrate_from(partition, high)
+        self._hot.arbitrate_from(partition, high, since)
         return True

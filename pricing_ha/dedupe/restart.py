@@ -83,7 +83,7 @@ class Restarts:
         handing_over: Callable[[int], bool],
         leads: Callable[[int], bool],
         drop: Callable[[int], None],
-        resume: Callable[[int, dict[str, int]], bool],
+        resume: Callable[[int, dict[str, int], int], bool],
         may_resume: Callable[[], bool],
     ) -> None:
         """Nothing is being started over yet."""
@@ -184,7 +184,7 @@ class Restarts:
             return False
         if snap.term != term or self._standby.requested_after(partition, term):
             return False  # the successor asked: the hand-over ends (HandOvers.tend)
-        if not self._resume(partition, snap.high):
+        if not self._resume(partition, snap.high, snap.offset):
             return False
         log.info(
             "partition %d started over in place after %.2f s (marker at offset %d, term %d)",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ from confluent_kafka import (
 from pricing_ha.dedupe.checkpoint_search import Reader, latest_checkpoints
 from pricing_ha.dedupe.control import (
     CHECKPOINT,
+    RESET,
     PartitionView,
     Snapshot,
     control_kind,
@@ -51,6 +53,7 @@ __all__ = ["StandbyTail"]
 log = logging.getLogger("pricing_ha.relay")
 
 _CAPTURES_KEPT = 64  # own markers remembered per partition (each is consumed at once)
+_RESETS_KEPT = 256  # operators' mark resets queued per partition for its owner (rare records)
 
 
 class StandbyTail:
@@ -86,6 +89,9 @@ class StandbyTail:
         self._reader: Reader | None = None
         self.views = [PartitionView() for _ in range(partitions)]
         self._captures: list[dict[int, Snapshot]] = [{} for _ in range(partitions)]
+        self._resets: list[deque[tuple[int, str]]] = [
+            deque(maxlen=_RESETS_KEPT) for _ in range(partitions)
+        ]
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-standby", daemon=True)
@@ -220,6 +226,9 @@ class StandbyTail:
             )
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
+        if kind == RESET:
+            instrument = values.get("instrument", b"").decode(errors="replace")
+            self._resets[partition].append((offset, instrument))
         view.fold_control(offset, kind, values, wall)
 
     # -- queries (any thread) -----------------------------------------------------------------
@@ -241,6 +250,17 @@ class StandbyTail:
                 if self.views[partition].position > offset:
                     return None  # passed without recognising it: not ours
                 self._changed.wait(min(left, 0.05))
+
+    def resets_after(self, partition: int, offset: int) -> list[tuple[int, str]]:
+        """The operators' mark resets read on ``partition`` since the last call, those above
+        ``offset`` (offset, instrument), in order (:mod:`.mark_reset`)."""
+        with self._changed:
+            queued = self._resets[partition]
+            if not queued:
+                return []
+            taken = [entry for entry in queued if entry[0] > offset]
+            queued.clear()
+            return taken
 
     def position(self, partition: int) -> int:
         """The next offset the tail will read on ``partition``."""

@@ -28,5 +28,7 @@ class RelayStats:
     switches: int = 0
     producer_replacements: int = 0  # wedged output producers replaced (partitions started over)
     checkpoints: int = 0  # checkpoint records written to prices
+    unconfirmed: int = 0  # raw prices out of bounds, not confirmed by the other group (DLQ)
+    marks_reset: int = 0  # instruments' marks reset by an operator (pricing-ha reset-mark)
     instruments_refused: int = 0  # prices of new instruments dead-lettered: partition full
     checkpoints_skipped: int = 0  # checkpoints larger than the producers' message.max.bytes

@@ -354,6 +354,17 @@ def run_feed(
     return summary
 
 
+def feed_epoch(cfg: AppConfig, clock_ns: Callable[[], int] = time.time_ns) -> int:
+    """The epoch of a feed starting now: ``[feed] epoch_ms`` if set, else the time in Unix ms.
+
+    A restarted feed numbers every instrument from seq 1 again in a new, larger epoch, so
+    nothing downstream takes its quotes for old ones (docs/architecture.md, "Sequence epochs").
+    """
+    if cfg.feed.epoch_ms is not None:
+        return cfg.feed.epoch_ms
+    return clock_ns() // 1_000_000
+
+
 def run_configured_feed(
     cfg: AppConfig,
     *,
@@ -377,19 +388,23 @@ def run_configured_feed(
         TopicLayoutError: if ``md.quotes`` is missing or has the wrong partition count.
     """
     rate = cfg.feed.rate_per_instrument_hz
+    epoch = feed_epoch(cfg)
     if replay is not None:
         per_instrument = Counter(q.instrument for q in read_replay(replay))
         echo(
             f"replaying {sum(per_instrument.values())} quotes of {len(per_instrument)} "
             f"instruments from {replay}"
         )
-        quotes: Iterable[Quote] = read_replay(replay)
+        quotes: Iterable[Quote] = (dataclasses.replace(q, epoch=epoch) for q in read_replay(replay))
         total_rate = rate * len(per_instrument)
     else:
         symbols = feed_symbols(cfg.feed)
-        quotes = SyntheticMarket(symbols, cfg.feed.seed).quotes()
+        quotes = SyntheticMarket(symbols, cfg.feed.seed, epoch).quotes()
         total_rate = rate * len(symbols)
-        echo(f"feeding {len(symbols)} instruments at {rate:g} Hz each (seed {cfg.feed.seed})")
+        echo(
+            f"feeding {len(symbols)} instruments at {rate:g} Hz each "
+            f"(seed {cfg.feed.seed}, epoch {epoch})"
+        )
     summary = run_feed(
         cfg,
         quotes,

@@ -90,13 +90,15 @@ class SyntheticMarket:
     """A deterministic random-walk market over a fixed list of instruments.
 
     Each round quotes every instrument once, in an order shuffled per round; each instrument's
-    ``seq`` starts at 1 and increases by one per quote.
+    ``seq`` starts at 1 and increases by one per quote, every quote stamped with ``epoch``.
     """
 
-    def __init__(self, symbols: Sequence[str], seed: int) -> None:
+    def __init__(self, symbols: Sequence[str], seed: int, epoch: int = 0) -> None:
         """Creates the market.
 
         Args:
+            epoch: the feed's epoch stamped on every quote (its start time, Unix ms; see
+                :mod:`pricing_ha.publishing.epochs`).
             symbols: distinct instrument symbols. Known FX majors start at realistic prices
                 with 5 (3 for JPY) decimals; others start between 10.00 and 500.00.
             seed: the random seed.
@@ -107,6 +109,7 @@ class SyntheticMarket:
         if not symbols or len(set(symbols)) != len(symbols):
             raise ValueError("symbols must be non-empty and distinct")
         self._rng = random.Random(seed)
+        self.epoch = epoch
         self._order = list(symbols)
         self._walks: dict[str, _Walk] = {}
         for symbol in symbols:
@@ -148,6 +151,7 @@ class SyntheticMarket:
                     bid=walk.mid_units / scale,
                     ask=(walk.mid_units + spread) / scale,
                     source_time_ns=source_time_ns,
+                    epoch=self.epoch,
                 )
             )
         return quotes

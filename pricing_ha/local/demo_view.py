@@ -16,13 +16,14 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
-from pricing_ha.local.seqs import value_seq
+from pricing_ha.local.seqs import value_epoch, value_seq
 
 
 @dataclass
 class _Line:
     count: int = 0
     last_seq: int = 0
+    last_epoch: int = 0
     duplicates: int = 0
     gaps: int = 0
     last_arrival: float = 0.0
@@ -111,16 +112,18 @@ class LiveView:
         if key is None or seq is None:
             return
         instrument = key.decode() if isinstance(key, bytes) else key
+        epoch = value_epoch(value)  # a restarted feed numbers from 1 again, in a later epoch
         with self._lock:
             self._relayed += 1
             line = self._lines.setdefault(instrument, _Line())
-            if seq <= line.last_seq:
+            if (epoch, seq) <= (line.last_epoch, line.last_seq):
                 line.duplicates += 1
                 return
-            if line.last_seq and seq > line.last_seq + 1:
-                line.gaps += seq - line.last_seq - 1
+            base = line.last_seq if epoch == line.last_epoch else 0
+            if line.last_seq and seq > base + 1:
+                line.gaps += seq - base - 1
             line.count += 1
-            line.last_seq = seq
+            line.last_seq, line.last_epoch = seq, epoch
             line.last_arrival = time.monotonic()
             line.relay = headers.get("relay", "")
 

@@ -1,10 +1,11 @@
-"""A price record's seq, as the local tools read it: from the value, never from a header."""
+"""A price record's seq and epoch, as the local tools read them: from the value, never from a
+header."""
 
 from __future__ import annotations
 
 import orjson
 
-__all__ = ["value_seq"]
+__all__ = ["value_epoch", "value_seq"]
 
 
 def value_seq(key: bytes | str | None, value: bytes | None) -> int | None:
@@ -21,3 +22,15 @@ def value_seq(key: bytes | str | None, value: bytes | None) -> int | None:
         return None
     seq = doc.get("seq") if isinstance(doc, dict) else None
     return seq if type(seq) is int and seq >= 1 else None
+
+
+def value_epoch(value: bytes | None) -> int:
+    """The epoch in a price record's value (0 when it has none or is not a price's value): a
+    restarted feed numbers from seq 1 again in a later epoch, so seqs order as ``(epoch, seq)``.
+    """
+    try:
+        doc = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return 0
+    epoch = doc.get("epoch") if isinstance(doc, dict) else None
+    return epoch if type(epoch) is int and epoch >= 0 else 0

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pricing_ha.local.cluster import Record
+from pricing_ha.local.seqs import value_epoch
 
 __all__ = [
     "Fault",
@@ -307,6 +308,12 @@ class Verdict:
         )
 
 
+def _position(r: Record, seq: int) -> tuple[int, int]:
+    """``(epoch, seq)`` of a price record whose value's seq is ``seq`` (its epoch 0 if it has
+    none; a restarted feed numbers from seq 1 in a new epoch)."""
+    return value_epoch(r.value), seq
+
+
 def silences(
     records: Iterable[Record], *, topic: str, origin_wall_s: float, over_s: float
 ) -> list[Silence]:
@@ -318,17 +325,17 @@ def silences(
     wall time of its ``t=0``).
     """
     last: dict[str, tuple[float, int]] = {}
-    seen: dict[str, set[int]] = {}
+    seen: dict[str, set[tuple[int, int]]] = {}
     out: list[Silence] = []
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
         seq = r.seq
         if r.key is None or seq is None:
             continue
-        instrument = r.key.decode()
+        instrument, position = r.key.decode(), _position(r, seq)
         have = seen.setdefault(instrument, set())
-        if seq in have:
+        if position in have:
             continue
-        have.add(seq)
+        have.add(position)
         t = r.timestamp_ms / 1000 - origin_wall_s
         prev = last.get(instrument)
         if prev is not None and t - prev[0] > over_s:
@@ -388,7 +395,8 @@ def judge(
     horizon_s: float = 12.0,
     subscriber_ok: bool | None = None,
 ) -> Verdict:
-    """Compare the feed's last seq per instrument (seqs 1..last) with the records on ``prices``.
+    """Compare the feed's last seq per instrument (seqs 1..last of its epoch, the latest on
+    ``prices``) with the records on ``prices``, ordered by ``(epoch, seq)``.
 
     Records are taken in partition order (each instrument lives on one partition); silence is
     measured between consecutive records' timestamps (set by the relay when it emitted them).
@@ -420,9 +428,10 @@ def judge(
     out = []
     for instrument in sorted(expected.keys() | by_instrument.keys()):
         records = by_instrument.get(instrument, [])
-        seqs = [seq for r in records if (seq := r.seq) is not None]
+        seqs = [_position(r, seq) for r in records if (seq := r.seq) is not None]
         last = expected.get(instrument, 0)
         unique = set(seqs)
+        latest = max((epoch for epoch, _ in unique), default=0)
         times = [r.timestamp_ms for r in records]
         out.append(
             InstrumentVerdict(
@@ -430,7 +439,7 @@ def judge(
                 expected=last,
                 delivered=len(seqs),
                 duplicates=len(seqs) - len(unique),
-                missing=len(set(range(1, last + 1)) - unique),
+                missing=len(set(range(1, last + 1)) - {s for e, s in unique if e == latest}),
                 out_of_order=sum(1 for a, b in itertools.pairwise(seqs) if b < a),
                 longest_silence_s=max((b - a for a, b in itertools.pairwise(times)), default=0)
                 / 1000,

@@ -2,7 +2,8 @@
 
 A price belongs to the bar of its source time (``source_time_ns``, when the quote was made), so
 bars do not move when a fail-over delays delivery. Open and close are the prices of the lowest
-and highest seq in the bar (seq is the source's order); a seq delivered twice counts once.
+and highest ``(epoch, seq)`` in the bar (the source's order, across a feed restart too); a seq
+delivered twice counts once.
 """
 
 from __future__ import annotations
@@ -41,18 +42,19 @@ def ohlc_bars(
         raise ValueError("interval_s must be at least 1")
     width_ns = interval_s * 1_000_000_000
     start_ns = F.floor(F.col("source_time_ns") / F.lit(width_ns)) * F.lit(width_ns)
+    position = F.struct("epoch", "seq")  # the source's order across a feed restart
     return (
-        prices.dropDuplicates(["instrument", "seq"])
+        prices.dropDuplicates(["instrument", "epoch", "seq"])
         .withColumn("bar_start", F.timestamp_micros((start_ns / F.lit(1000)).cast("bigint")))
         .groupBy("instrument", "bar_start")
         .agg(
-            F.min_by(field, "seq").alias("open"),
+            F.min_by(field, position).alias("open"),
             F.max(field).alias("high"),
             F.min(field).alias("low"),
-            F.max_by(field, "seq").alias("close"),
+            F.max_by(field, position).alias("close"),
             F.count(F.lit(1)).alias("prices"),
-            F.min("seq").alias("first_seq"),
-            F.max("seq").alias("last_seq"),
+            F.min_by("seq", position).alias("first_seq"),
+            F.max_by("seq", position).alias("last_seq"),
         )
         .select(*BAR_COLUMNS)
         .orderBy("instrument", "bar_start")

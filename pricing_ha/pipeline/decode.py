@@ -9,8 +9,9 @@ a record that does not parse (or a control record on ``prices``: no key and the 
 
 Columns out (times as ``*_ns`` epoch nanoseconds, ``timestamp`` the Kafka record time):
 
-* :func:`quotes`: instrument, seq, bid, ask, source_time_ns, partition, offset, timestamp.
-* :func:`prices`: instrument, seq, bid, ask, mid, source_time_ns, group, member, publish_ns,
+* :func:`quotes`: instrument, epoch, seq, bid, ask, source_time_ns, partition, offset,
+  timestamp.
+* :func:`prices`: instrument, epoch, seq, bid, ask, mid, source_time_ns, group, member, publish_ns,
   relay, relay_ns, partition, offset, timestamp. Used for both ``prices.raw`` (``relay`` null)
   and ``prices``.
 """
@@ -24,8 +25,14 @@ from pricing_ha.kafka.headers import CONTROL_HEADER
 
 __all__ = ["dead_letter_sources", "header", "is_control", "prices", "quotes"]
 
-_QUOTE = "instrument string, seq bigint, bid double, ask double, source_time_ns bigint"
-_PRICE = "instrument string, seq bigint, bid double, ask double, mid double, source_time_ns bigint"
+# epoch: the feed's (docs/architecture.md, "Sequence epochs"); 0 when a record has none.
+_QUOTE = (
+    "instrument string, epoch bigint, seq bigint, bid double, ask double, source_time_ns bigint"
+)
+_PRICE = (
+    "instrument string, epoch bigint, seq bigint, bid double, ask double, mid double, "
+    "source_time_ns bigint"
+)
 
 
 def header(name: str) -> Column:
@@ -51,6 +58,7 @@ def quotes(records: DataFrame) -> DataFrame:
     v = F.from_json(F.col("value").cast("string"), _QUOTE)
     return records.select(
         v["instrument"].alias("instrument"),
+        F.coalesce(v["epoch"], F.lit(0).cast("bigint")).alias("epoch"),
         v["seq"].alias("seq"),
         v["bid"].alias("bid"),
         v["ask"].alias("ask"),
@@ -68,6 +76,7 @@ def prices(records: DataFrame) -> DataFrame:
         records.where(~is_control())
         .select(
             v["instrument"].alias("instrument"),
+            F.coalesce(v["epoch"], F.lit(0).cast("bigint")).alias("epoch"),
             v["seq"].alias("seq"),
             v["bid"].alias("bid"),
             v["ask"].alias("ask"),

@@ -2,12 +2,13 @@
 
 Pure DataFrame functions over the frames of :mod:`pricing_ha.pipeline.decode`.
 
-* :func:`expected` — every ``(instrument, seq)`` on ``md.quotes`` that a publisher did not
-  dead-letter: each must reach ``prices`` exactly once.
-* :func:`reconcile` — the offending rows, one per ``(instrument, seq)`` with a problem:
+* :func:`expected` — every ``(instrument, epoch, seq)`` on ``md.quotes`` that a publisher did
+  not dead-letter: each must reach ``prices`` exactly once.
+* :func:`reconcile` — the offending rows, one per ``(instrument, epoch, seq)`` with a problem:
   ``missing`` (never delivered), ``duplicated`` (delivered more than once; ``at`` lists every
   copy as ``partition:offset``), ``unexpected`` (delivered, never quoted) or ``out_of_order``
-  (delivered after a higher seq of its instrument). No rows means the exactly-once verdict holds.
+  (delivered after a higher ``(epoch, seq)`` of its instrument). No rows means the exactly-once
+  verdict holds.
 * :func:`availability` — one row per instrument: the delivery counts, the longest silence on
   ``prices`` and when it ended, end-to-end latency percentiles (source time → relay time) and
   the copies the relay dropped (those on ``prices.raw`` beyond the first of each seq).
@@ -40,11 +41,13 @@ AVAILABILITY_COLUMNS = [
     "latency_max_ms",
 ]
 
-_KEY = ["instrument", "seq"]
+# A source seq is (epoch, seq): a restarted feed numbers from 1 again in a new epoch.
+_KEY = ["instrument", "epoch", "seq"]
 
 
 def expected(quotes: DataFrame, dead_lettered: DataFrame | None = None) -> DataFrame:
-    """``(instrument, seq, source_time_ns)``, once each, of the quotes that should be priced.
+    """``(instrument, epoch, seq, source_time_ns)``, once each, of the quotes that should be
+    priced.
 
     Args:
         quotes: :func:`pricing_ha.pipeline.decode.quotes` of ``md.quotes``.
@@ -87,11 +90,12 @@ def _with_status(expected_seqs: DataFrame, prices: DataFrame) -> DataFrame:
 
 def _out_of_order(prices: DataFrame) -> DataFrame:
     order = Window.partitionBy("instrument").orderBy("partition", "offset")
+    position = F.struct("epoch", "seq")  # ordered as (epoch, seq)
     return (
         prices.withColumn(
-            "_highest", F.max("seq").over(order.rowsBetween(Window.unboundedPreceding, -1))
+            "_highest", F.max(position).over(order.rowsBetween(Window.unboundedPreceding, -1))
         )
-        .where(F.col("seq") < F.col("_highest"))
+        .where(position < F.col("_highest"))
         .select(
             *_KEY,
             F.lit(1).cast("bigint").alias("copies"),
@@ -104,7 +108,8 @@ def _out_of_order(prices: DataFrame) -> DataFrame:
 
 
 def reconcile(expected_seqs: DataFrame, prices: DataFrame) -> DataFrame:
-    """The offending rows (see the module docstring): instrument, seq, status, copies, at.
+    """The offending rows (see the module docstring): instrument, epoch, seq, status, copies,
+    at.
 
     Args:
         expected_seqs: :func:`expected`.
@@ -113,8 +118,8 @@ def reconcile(expected_seqs: DataFrame, prices: DataFrame) -> DataFrame:
     bad = _with_status(expected_seqs, prices).where(F.col("status") != "once")
     return (
         bad.unionByName(_out_of_order(prices))
-        .select("instrument", "seq", "status", "copies", "at")
-        .orderBy("instrument", "seq", "status")
+        .select("instrument", "epoch", "seq", "status", "copies", "at")
+        .orderBy("instrument", "epoch", "seq", "status")
     )
 
 
@@ -159,7 +164,7 @@ def availability(expected_seqs: DataFrame, prices: DataFrame, raw: DataFrame) ->
         _out_of_order(prices).groupBy("instrument").agg(F.count(F.lit(1)).alias("out_of_order"))
     )
     dropped = raw.groupBy("instrument").agg(
-        (F.count(F.lit(1)) - F.count_distinct("seq")).alias("duplicates_dropped")
+        (F.count(F.lit(1)) - F.count_distinct("epoch", "seq")).alias("duplicates_dropped")
     )
     return (
         counts.join(disorder, "instrument", "left")

@@ -65,7 +65,7 @@ def leadership(raw: DataFrame, bucket_s: int = 1) -> DataFrame:
 
 def first_delivery_share(raw: DataFrame) -> DataFrame:
     """group, first (seqs it delivered first), share (of all seqs); ordered by group."""
-    order = Window.partitionBy("instrument", "seq").orderBy("partition", "offset")
+    order = Window.partitionBy("instrument", "epoch", "seq").orderBy("partition", "offset")
     firsts = raw.withColumn("_n", F.row_number().over(order)).where(F.col("_n") == 1)
     total = F.sum("first").over(Window.partitionBy())
     return (

@@ -48,7 +48,7 @@ class Inputs:
     prices: DataFrame
 
     def expected(self) -> DataFrame:
-        """Every ``(instrument, seq)`` that must reach ``prices`` once."""
+        """Every ``(instrument, epoch, seq)`` that must reach ``prices`` once."""
         return delivery.expected(self.quotes, self.dead_lettered)
 
 
@@ -115,10 +115,12 @@ class ReconcileResult:
         lines = [
             f"RECONCILE FAILED: {len(self.offending)} offending rows "
             f"({self.expected} source seqs expected)",
-            f"{'instrument':<12}{'seq':>10}  {'status':<13}{'copies':>6}  at (partition:offset)",
+            f"{'instrument':<12}{'epoch':>14}{'seq':>10}  {'status':<13}{'copies':>6}  "
+            "at (partition:offset)",
         ]
         lines.extend(
-            f"{r['instrument']!s:<12}{r['seq']!s:>10}  {r['status']!s:<13}{r['copies']!s:>6}  "
+            f"{r['instrument']!s:<12}{r.get('epoch', 0)!s:>14}{r['seq']!s:>10}  "
+            f"{r['status']!s:<13}{r['copies']!s:>6}  "
             f"{', '.join(map(str, r['at'] or []))}"  # type: ignore[call-overload]
             for r in self.offending[:limit]
         )
@@ -135,7 +137,7 @@ def reconcile_job(inputs: Inputs, out: Path) -> ReconcileResult:
     rows = [
         r.asDict()
         for r in inputs.prices.sparkSession.read.parquet(str(out / "reconcile"))
-        .orderBy("instrument", "seq", "status")
+        .orderBy("instrument", "epoch", "seq", "status")
         .collect()
     ]
     n = expected.count()

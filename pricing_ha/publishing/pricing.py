@@ -1,7 +1,7 @@
 """Where prices are computed: a pure, deterministic function of a quote and its parameters.
 
 Groups P1 and P2 price the same quote independently, and the relay deduplicates their outputs by
-``(instrument, seq)``; subscribers must not be able to tell which group a price came from. So
+``(instrument, epoch, seq)``; subscribers must not be able to tell which group a price came from. So
 :func:`price_quote` depends on nothing but its arguments, does its arithmetic in decimal (each
 float enters as its shortest round-trip decimal form, e.g. ``1.08501``, and integer tick counts
 decide the result), and :func:`encode_price` writes a canonical JSON form (sorted keys, fixed
@@ -30,6 +30,7 @@ import orjson
 from pricing_ha.config import InstrumentOverride, PricingConfig
 from pricing_ha.errors import ConfigError, PricingError
 from pricing_ha.publishing._wire import WireFormatError, get_float, get_int, get_str, load_object
+from pricing_ha.publishing.epochs import MAX_EPOCH, position
 from pricing_ha.publishing.quotes import MAX_SEQ, InvalidQuoteError, Quote
 
 __all__ = [
@@ -95,6 +96,7 @@ class Price:
         ask: published ask, a multiple of the tick size, above bid.
         mid: midpoint of bid and ask.
         source_time_ns: the source quote's time, Unix epoch nanoseconds.
+        epoch: the source quote's epoch (the feed's start, Unix ms; 0: a feed without epochs).
     """
 
     instrument: str
@@ -103,6 +105,12 @@ class Price:
     ask: float
     mid: float
     source_time_ns: int
+    epoch: int = 0
+
+    @property
+    def position(self) -> int:
+        """``(epoch, seq)`` as one ordered integer (:mod:`pricing_ha.publishing.epochs`)."""
+        return position(self.epoch, self.seq)
 
 
 def _decimal(x: float) -> Decimal:
@@ -146,11 +154,12 @@ def price_quote(q: Quote, p: InstrumentParams) -> Price:
         ask=float(out_ask),
         mid=float(out_mid),
         source_time_ns=q.source_time_ns,
+        epoch=q.epoch,
     )
 
 
 def encode_price(p: Price) -> bytes:
-    """Serialises a price canonically: compact JSON, sorted keys, exactly six fields.
+    """Serialises a price canonically: compact JSON, sorted keys, exactly seven fields.
 
     Equal prices give equal bytes in any process (floats are written in their shortest
     round-trip form), which is what lets the relay treat P1's and P2's copies as the same
@@ -159,6 +168,7 @@ def encode_price(p: Price) -> bytes:
     return orjson.dumps(
         {
             "instrument": p.instrument,
+            "epoch": p.epoch,
             "seq": p.seq,
             "bid": p.bid,
             "ask": p.ask,
@@ -172,11 +182,13 @@ def encode_price(p: Price) -> bytes:
 def decode_price(data: bytes | None) -> Price:
     """Decodes a value written by :func:`encode_price`.
 
-    Unknown extra fields are ignored (a newer writer may add some).
+    Unknown extra fields are ignored (a newer writer may add some); a value without ``epoch``
+    (an older writer) has epoch 0.
 
     Raises:
         InvalidPriceError: for a missing value, invalid JSON, missing or wrongly typed fields,
-            non-finite or non-positive prices, a crossed price or ``seq`` out of range.
+            non-finite or non-positive prices, a crossed price, ``seq`` or ``epoch`` out of
+            range.
     """
     if data is None:
         raise InvalidPriceError("empty message value")
@@ -189,6 +201,7 @@ def decode_price(data: bytes | None) -> Price:
             ask=get_float(obj, "ask"),
             mid=get_float(obj, "mid"),
             source_time_ns=get_int(obj, "source_time_ns"),
+            epoch=get_int(obj, "epoch") if "epoch" in obj else 0,
         )
     except WireFormatError as exc:
         raise InvalidPriceError(f"invalid price: {exc}") from exc
@@ -196,6 +209,8 @@ def decode_price(data: bytes | None) -> Price:
         raise InvalidPriceError("invalid price: empty instrument")
     if not 1 <= price.seq <= MAX_SEQ:
         raise InvalidPriceError(f"invalid price: seq out of range: {price.seq}")
+    if not 0 <= price.epoch <= MAX_EPOCH:
+        raise InvalidPriceError(f"invalid price: epoch out of range: {price.epoch}")
     if not 0 < price.bid <= price.ask:
         raise InvalidPriceError(f"invalid price: bid {price.bid!r}, ask {price.ask!r}")
     return price

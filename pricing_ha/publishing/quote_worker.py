@@ -158,8 +158,14 @@ class QuoteWorker(PartitionWorker):
         )
 
     def _new_guard(self) -> SequenceGuard:
-        """A partition's seq check, bounded by ``limits.max_instruments_per_partition``."""
-        return SequenceGuard(self._cfg.limits.max_instruments_per_partition)
+        """A partition's seq check, bounded by ``limits.max_instruments_per_partition``, with
+        the configured bounds on jumps (``[sequence]``)."""
+        bounds = self._cfg.sequence
+        return SequenceGuard(
+            self._cfg.limits.max_instruments_per_partition,
+            max_seq_jump=bounds.max_seq_jump,
+            max_epoch_skew_ms=bounds.max_epoch_skew_ms,
+        )
 
     def assign(self, partition: int) -> None:
         """Consume ``md.quotes[partition]`` from the group's committed position."""
@@ -278,9 +284,7 @@ class QuoteWorker(PartitionWorker):
                     self._replays.hold(partition, failed_at, now + wait_s)
                 else:
                     self.consumer.seek(TopicPartition(topics.quotes, partition, failed_at))
-                self._guards[partition] = SequenceGuard(
-                    self._cfg.limits.max_instruments_per_partition
-                )
+                self._guards[partition] = self._new_guard()
                 upto = failed_at if failed_at > 0 else None
             if upto is not None:
                 commits.append(TopicPartition(topics.quotes, partition, upto))
@@ -346,7 +350,7 @@ class QuoteWorker(PartitionWorker):
         on_delivery: Callable[[KafkaError | None, Message], None] = share.delivered
         try:
             quote = parse_quote(msg.value(), msg.key())
-            check = self._guards[partition].check(quote.instrument, quote.seq)
+            check = self._guards[partition].check(quote.instrument, quote.seq, quote.epoch)
             if not check.ok:
                 raise InvalidQuoteError(check.reason or "bad sequence")
             self.stats.seq_gaps += check.gap

@@ -2,27 +2,41 @@
 
 A quote is a JSON object keyed (Kafka key) by its instrument::
 
-    {"instrument": "EURUSD", "seq": 17, "bid": 1.08501, "ask": 1.08503,
-     "source_time_ns": 1717171717000000000}
+    {"instrument": "EURUSD", "epoch": 1717171000000, "seq": 17, "bid": 1.08501,
+     "ask": 1.08503, "source_time_ns": 1717171717000000000}
 
 ``seq`` is the source's per-instrument sequence number: it starts anywhere >= 1 and increases by
-one per quote; it is the pipeline's dedupe key (docs/architecture.md §2). Unknown extra fields are
-ignored, so sources may add fields without breaking publishers.
+one per quote; ``epoch`` is the feed's start time in Unix milliseconds (0 when absent: an older
+feed), so a restarted feed starts a new epoch and numbers from 1 again. ``(epoch, seq)``, in that
+order, is the pipeline's dedupe key (docs/architecture.md, "Sequence epochs";
+:mod:`pricing_ha.publishing.epochs`). Unknown extra fields are ignored, so sources may add fields
+without breaking publishers.
 
 Validation is split in two: :func:`parse_quote` is stateless (one message on its own), and
 :class:`SequenceGuard` is the small stateful check that a publisher keeps per instrument
-(repeated or backward ``seq`` is rejected; forward gaps are accepted and reported).
+(a repeated or backward ``(epoch, seq)`` is rejected; forward gaps are accepted and reported, up
+to a bound; a jump beyond it is accepted only when the next quote continues from it).
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
 from pricing_ha.errors import PricingError
 from pricing_ha.publishing._wire import WireFormatError, get_float, get_int, get_str, load_object
+from pricing_ha.publishing.epochs import (
+    MAX_EPOCH,
+    describe,
+    epoch_of,
+    out_of_bounds,
+    position,
+    seq_in_epoch,
+)
 
 __all__ = [
     "MAX_SEQ",
@@ -66,6 +80,7 @@ class Quote:
         bid: best bid (> 0).
         ask: best ask (>= bid).
         source_time_ns: when the source produced the quote, Unix epoch nanoseconds.
+        epoch: the feed's epoch (its start, Unix milliseconds; 0 for a feed without epochs).
     """
 
     instrument: str
@@ -73,6 +88,7 @@ class Quote:
     bid: float
     ask: float
     source_time_ns: int
+    epoch: int = 0
 
 
 def validate_quote(q: Quote) -> Quote:
@@ -82,7 +98,8 @@ def validate_quote(q: Quote) -> Quote:
         ``q`` unchanged, so the call can be chained.
 
     Raises:
-        InvalidQuoteError: blank or overlong instrument, ``seq`` out of range, non-finite or
+        InvalidQuoteError: blank or overlong instrument, ``seq`` or ``epoch`` out of range,
+            non-finite or
             non-positive bid, non-finite ask, crossed market (bid > ask), negative source time.
     """
     if not q.instrument or not q.instrument.isprintable() or q.instrument != q.instrument.strip():
@@ -91,6 +108,8 @@ def validate_quote(q: Quote) -> Quote:
         raise InvalidQuoteError(f"instrument longer than {_MAX_SYMBOL_LEN} characters")
     if not 1 <= q.seq <= MAX_SEQ:
         raise InvalidQuoteError(f"seq must be in 1..2^63-1, got {q.seq}")
+    if not 0 <= q.epoch <= MAX_EPOCH:
+        raise InvalidQuoteError(f"epoch must be in 0..2^63-1, got {q.epoch}")
     if not (math.isfinite(q.bid) and math.isfinite(q.ask)):
         raise InvalidQuoteError(f"non-finite price: bid={q.bid!r} ask={q.ask!r}")
     if q.bid <= 0:
@@ -126,6 +145,7 @@ def parse_quote(value: bytes | None, key: bytes | None) -> Quote:
             bid=get_float(obj, "bid"),
             ask=get_float(obj, "ask"),
             source_time_ns=get_int(obj, "source_time_ns"),
+            epoch=get_int(obj, "epoch") if "epoch" in obj else 0,
         )
     except WireFormatError as exc:
         raise InvalidQuoteError(str(exc)) from exc
@@ -143,6 +163,7 @@ def encode_quote(q: Quote) -> bytes:
     return orjson.dumps(
         {
             "instrument": q.instrument,
+            "epoch": q.epoch,
             "seq": q.seq,
             "bid": q.bid,
             "ask": q.ask,
@@ -171,12 +192,22 @@ class SeqCheck:
 
 
 class SequenceGuard:
-    """Remembers the last accepted ``seq`` per instrument and rejects non-increasing ones.
+    """Remembers the last accepted ``(epoch, seq)`` per instrument and rejects non-increasing ones.
 
     The first quote of an instrument is accepted whatever its ``seq`` (a leader taking over
-    resumes mid-stream). Forward gaps are accepted: the missing quotes are lost upstream, and
-    refusing newer prices would only make things worse; the gap is reported so it can be counted
-    and traced. Not thread-safe: one guard per consuming task.
+    resumes mid-stream). A later epoch starts a new stream (the feed restarted). Forward gaps are
+    accepted: the missing quotes are lost upstream, and refusing newer prices would only make
+    things worse; the gap is reported so it can be counted and traced.
+
+    With bounds (``max_seq_jump``), one record cannot move an instrument far ahead on its own:
+
+    * a quote whose epoch is more than ``max_epoch_skew_ms`` ahead of ``clock_ms()`` is rejected;
+    * a quote that jumps further than ``max_seq_jump`` (a new epoch counts from 0) is rejected,
+      and remembered: the next quote of the instrument is accepted if it continues from it
+      (same epoch, seq + 1), the feed's stream having really moved there. A forged quote is
+      then one dead-lettered record, and the stream goes on; a real jump costs its first quote
+      (in the dead-letter topic, with the reason). Both groups see the same quotes in the same
+      order, so both decide the same, and the relay sees the continuing quote from both.
 
     It remembers at most ``limit`` instruments: past that, the least recently quoted one is
     forgotten (``evicted`` counts them), so a flood of new names cannot grow it. Forgetting
@@ -184,57 +215,120 @@ class SequenceGuard:
     accepted as if first, and a repeated seq priced that way is dropped by the relay's mark,
     which the relay never forgets.
 
-    Args:
-        limit: the most instruments remembered (``limits.max_instruments_per_partition``).
+    Not thread-safe: one guard per consuming task.
     """
 
-    def __init__(self, limit: int | None = None) -> None:
-        """Creates an empty guard."""
+    def __init__(
+        self,
+        limit: int | None = None,
+        *,
+        max_seq_jump: int | None = None,
+        max_epoch_skew_ms: int = 0,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        """Creates an empty guard.
+
+        Args:
+            limit: the most instruments remembered (``limits.max_instruments_per_partition``).
+            max_seq_jump: the largest forward jump accepted at once; ``None``: no bounds.
+            max_epoch_skew_ms: how far ahead of ``clock_ms()`` an epoch may be (with bounds).
+            clock_ms: the wall clock, Unix milliseconds (default: the system's).
+        """
         self._last: dict[str, int] = {}
         self._limit = limit
+        self._jumped: dict[str, int] = {}  # instrument -> a rejected jump's position
+        self._max_jump = max_seq_jump
+        self._skew_ms = max_epoch_skew_ms
+        self._clock_ms = clock_ms or _system_ms
         self.gaps = 0
         """Total sequence numbers skipped over all instruments since creation."""
         self.evicted = 0
         """Instruments forgotten to stay within ``limit``."""
 
-    def check(self, instrument: str, seq: int) -> SeqCheck:
-        """Checks ``seq`` against the last accepted one and records it when accepted.
+    def check(self, instrument: str, seq: int, epoch: int = 0) -> SeqCheck:
+        """Checks ``(epoch, seq)`` against the last accepted one and records it when accepted.
 
         Args:
             instrument: the quote's instrument.
             seq: the quote's sequence number.
+            epoch: the quote's epoch.
 
         Returns:
-            A rejection with the reason for a repeated or backward ``seq``, else an acceptance
-            with the size of the forward gap.
+            A rejection with the reason for a repeated or backward position, or one out of
+            bounds (see the class docstring), else an acceptance with the size of the forward
+            gap (a new epoch's gap counts from its seq 1).
         """
+        pos = position(epoch, seq)
         last_seqs = self._last
         # Popped and put back: the dict's order is then least recently quoted first.
         last = last_seqs.pop(instrument, None)
-        if last is not None and seq <= last:
+        if last is not None and pos <= last:
             last_seqs[instrument] = last
-            kind = "repeated" if seq == last else "backward"
-            return SeqCheck(f"{kind} seq {seq} for {instrument} (last accepted {last})")
-        gap = 0 if last is None else seq - last - 1
-        last_seqs[instrument] = seq
+            kind = "repeated" if pos == last else "backward"
+            return SeqCheck(
+                f"{kind} seq {describe(pos)} for {instrument} (last accepted {describe(last)})"
+            )
+        refused = self._out_of_bounds(instrument, pos, last)
+        if refused is not None:
+            if last is not None:
+                last_seqs[instrument] = last
+            return SeqCheck(refused)
+        if last is None:
+            gap = 0
+        elif epoch_of(last) == epoch:
+            gap = seq - seq_in_epoch(last) - 1
+        else:
+            gap = seq - 1
+        last_seqs[instrument] = pos
         if last is None and self._limit is not None and len(last_seqs) > self._limit:
-            del last_seqs[next(iter(last_seqs))]
+            oldest = next(iter(last_seqs))
+            del last_seqs[oldest]
+            self._jumped.pop(oldest, None)
             self.evicted += 1
         self.gaps += gap
         return SeqCheck(None, gap)
+
+    def _out_of_bounds(self, instrument: str, pos: int, last: int | None) -> str | None:
+        """Why ``pos`` is refused by the bounds (see the class docstring), or ``None``."""
+        jumped = self._jumped.pop(instrument, None)
+        if self._max_jump is None:
+            return None
+        reason = out_of_bounds(
+            last or 0,
+            pos,
+            now_ms=self._clock_ms(),
+            max_seq_jump=self._max_jump,
+            max_epoch_skew_ms=self._skew_ms,
+        )
+        if reason is not None and reason.startswith("epoch"):
+            return f"{instrument} seq {describe(pos)}: {reason}"
+        if reason is not None and last is not None and jumped != pos - 1:
+            self._jumped[instrument] = pos
+            return (
+                f"{instrument} seq {describe(pos)}: {reason}; "
+                "accepted only if the next quote continues from it"
+            )
+        return None
 
     def __len__(self) -> int:
         """How many instruments are remembered."""
         return len(self._last)
 
     def last(self, instrument: str) -> int | None:
-        """Returns the last accepted ``seq`` of ``instrument``, or ``None`` if none yet."""
+        """Returns the last accepted position of ``instrument`` (its seq in epoch 0; see
+        :func:`pricing_ha.publishing.epochs.position`), or ``None`` if none yet."""
         return self._last.get(instrument)
 
     def forget(self, instruments: set[str] | None = None) -> None:
         """Drops the state of ``instruments`` (all if ``None``), e.g. when leadership ends."""
         if instruments is None:
             self._last.clear()
+            self._jumped.clear()
         else:
             for instrument in instruments:
                 self._last.pop(instrument, None)
+                self._jumped.pop(instrument, None)
+
+
+def _system_ms() -> int:
+    return time.time_ns() // 1_000_000

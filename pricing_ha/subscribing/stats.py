@@ -1,8 +1,9 @@
 """What a subscriber saw, per instrument: deliveries, gaps, duplicates, silences, latency.
 
 The counters are computed from the delivered stream itself, independently of the arbitration
-that produced it: a delivery whose seq is not above the previous one is counted in
-``out_of_order`` (it must stay 0), and a jump in seq counts the missing seqs in ``gaps``. So a
+that produced it: a delivery whose ``(epoch, seq)`` is not above the previous one is counted in
+``out_of_order`` (it must stay 0), and a jump in seq counts the missing seqs in ``gaps`` (a new
+epoch, a restarted feed, counts from its seq 1). So a
 verdict built on these figures checks the arbitration rather than trusting it.
 """
 
@@ -26,6 +27,7 @@ class InstrumentStats:
         delivered: prices delivered.
         first_seq: seq of the first delivery, or ``None``.
         last_seq: seq of the latest delivery, or ``None``.
+        last_epoch: epoch of the latest delivery (0: none, or a feed without epochs).
         gaps: seqs missing between consecutive deliveries.
         gap_events: jumps in seq (one may cover several seqs).
         duplicates: copies dropped as defects (a duplicate on the relay's output topic).
@@ -41,6 +43,7 @@ class InstrumentStats:
     delivered: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
+    last_epoch: int = 0
     gaps: int = 0
     gap_events: int = 0
     duplicates: int = 0
@@ -50,12 +53,14 @@ class InstrumentStats:
     max_silence_s: float = 0.0
     last_received: float | None = None
 
-    def on_delivered(self, seq: int, now: float, *, switched: bool = False) -> None:
-        """Records one delivery at monotonic time ``now``."""
+    def on_delivered(self, seq: int, now: float, *, switched: bool = False, epoch: int = 0) -> None:
+        """Records one delivery (of ``(epoch, seq)``) at monotonic time ``now``."""
         last = self.last_seq
+        if last is not None and epoch > self.last_epoch:
+            last = 0  # a new epoch (the feed restarted) counts from its seq 1
         if last is None:
             self.first_seq = seq
-        elif seq <= last:
+        elif epoch < self.last_epoch or seq <= last:
             self.out_of_order += 1
         elif seq > last + 1:
             self.gaps += seq - last - 1
@@ -63,9 +68,16 @@ class InstrumentStats:
         if self.last_received is not None:
             self.max_silence_s = max(self.max_silence_s, now - self.last_received)
         self.last_received = now
-        self.last_seq = seq if last is None else max(last, seq)
+        if epoch >= self.last_epoch:
+            self.last_seq = seq if last is None else max(last, seq)
+            self.last_epoch = epoch
         self.delivered += 1
         self.switches += switched
+
+    def reset_mark(self) -> None:
+        """An operator reset the instrument's mark: the next delivery starts it again."""
+        self.last_seq = None
+        self.last_epoch = 0
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:

@@ -40,10 +40,11 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
 
 from pricing_ha.config import AppConfig
-from pricing_ha.dedupe.arbitration import Arbiter, Emission
+from pricing_ha.dedupe.arbitration import Arbiter, Bounds, Emission
+from pricing_ha.dedupe.control import RESET
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
-from pricing_ha.kafka.headers import header_int, is_control
+from pricing_ha.kafka.headers import CONTROL_HEADER, header_int, header_list, is_control
 from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
 from pricing_ha.subscribing.stats import SubscriberStats
@@ -216,7 +217,17 @@ class Subscriber:
         self._consumer_factory = consumer_factory or (lambda conf: Consumer(conf, logger=log))
         # The relay's output is in order already: a 0 s window delivers a jump at once.
         window_s = cfg.relay.reorder_window_ms / 1000 if direct else 0.0
-        self.arbiter: Arbiter[_Copy] = Arbiter(window_s)
+        # Direct mode arbitrates both groups' copies as the relay does, with its bounds; the
+        # relay's output has one source, nobody to confirm a jump: its marks are trusted.
+        bounds = (
+            Bounds(
+                max_seq_jump=cfg.sequence.max_seq_jump,
+                max_epoch_skew_ms=cfg.sequence.max_epoch_skew_ms,
+            )
+            if direct
+            else None
+        )
+        self.arbiter: Arbiter[_Copy] = Arbiter(window_s, bounds)
         # A broken or hostile topic can repeat one problem per record: one line per interval.
         self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
         # As many instruments as the relay admits over every partition (``[limits]``): a flood
@@ -335,6 +346,9 @@ class Subscriber:
             self._offer(msg, now, wall, out)
         if deadline is not None:
             self._deliver(self.arbiter.expire(now), now, wall, out)
+        for copy, reason in self.arbiter.take_rejected():
+            self.stats.invalid += 1
+            log.warning("dropped %s/%s: %s", copy.partition, copy.offset, reason)
         self._telemetry.flush()
         return out
 
@@ -351,7 +365,8 @@ class Subscriber:
             return
         key = msg.key()
         if is_control(key, msg.headers()):
-            return  # a relay's takeover marker, not a price
+            self._control(msg)  # a relay's takeover marker, or an operator's reset: no price
+            return
         if self._keys is not None and key not in self._keys:
             return
         try:
@@ -401,7 +416,7 @@ class Subscriber:
             source=source,
         )
         dropped = arbiter.duplicates
-        emissions = arbiter.offer(price.instrument, price.seq, copy, source, now)
+        emissions = arbiter.offer(price.instrument, price.seq, copy, source, now, epoch=price.epoch)
         if arbiter.duplicates != dropped:
             self.stats.on_dropped(price.instrument)
             self._telemetry.dropped(copy.partition)
@@ -411,6 +426,18 @@ class Subscriber:
             held = "duplicate" if arbiter.duplicates != dropped else "held"
             span.set_attribute("pricing_ha.arbitration", "delivered" if delivered else held)
             span.end()
+
+    def _control(self, msg: Message) -> None:
+        """An operator's reset of an instrument's mark on ``prices`` resets this subscriber's
+        check of it too (:mod:`pricing_ha.dedupe.mark_reset`)."""
+        values = dict(header_list(msg.headers()))
+        if self.direct or values.get(CONTROL_HEADER) not in (RESET, RESET.decode()):
+            return
+        raw = values.get("instrument") or b""
+        instrument = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        self.arbiter.reset_mark(instrument)
+        self.stats.instrument(instrument).reset_mark()
+        log.warning("mark of %s reset by an operator (prices offset %s)", instrument, msg.offset())
 
     def _deliver(
         self, emissions: list[Emission[_Copy]], now: float, wall: int, out: list[Delivery]
@@ -436,7 +463,7 @@ class Subscriber:
                 wall,
             )
             stats.instrument(e.instrument).on_delivered(
-                e.seq, now, switched=e.switched_from is not None
+                e.seq, now, switched=e.switched_from is not None, epoch=e.epoch
             )
             if c.publish_ns is not None:
                 stats.publish_latency_s.append((wall - c.publish_ns) / 1e9)

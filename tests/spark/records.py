@@ -23,17 +23,20 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def quote(instrument: str, seq: int, offset: int, *, partition: int = 0, t: float = 0.0) -> Row:
-    """A ``md.quotes`` record."""
-    value = orjson.dumps(
-        {
-            "instrument": instrument,
-            "seq": seq,
-            "bid": 1.0,
-            "ask": 1.2,
-            "source_time_ns": T0_NS + int(t * 1e9),
-        }
-    )
+def quote(
+    instrument: str, seq: int, offset: int, *, partition: int = 0, t: float = 0.0, epoch: int = 0
+) -> Row:
+    """A ``md.quotes`` record (of a feed without epochs unless ``epoch`` is given)."""
+    doc: dict[str, object] = {
+        "instrument": instrument,
+        "seq": seq,
+        "bid": 1.0,
+        "ask": 1.2,
+        "source_time_ns": T0_NS + int(t * 1e9),
+    }
+    if epoch:
+        doc["epoch"] = epoch
+    value = orjson.dumps(doc)
     return (instrument.encode(), value, "q", partition, offset, at(t), [])
 
 
@@ -51,21 +54,22 @@ def price(
     source_ms: float | None = None,
     relay_ms: float | None = None,
     publish_ms: float | None = None,
+    epoch: int = 0,
 ) -> Row:
     """A ``prices``/``prices.raw`` record: source time ``source_ms`` (default ``t``), relay and
-    publish stamps in milliseconds after T0."""
+    publish stamps in milliseconds after T0 (no ``epoch`` field unless ``epoch`` is given)."""
     source_ns = T0_NS + int((t * 1000 if source_ms is None else source_ms) * 1_000_000)
-    value = orjson.dumps(
-        {
-            "instrument": instrument,
-            "seq": seq,
-            "bid": mid - 0.1,
-            "ask": mid + 0.1,
-            "mid": mid,
-            "source_time_ns": source_ns,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    )
+    doc: dict[str, object] = {
+        "instrument": instrument,
+        "seq": seq,
+        "bid": mid - 0.1,
+        "ask": mid + 0.1,
+        "mid": mid,
+        "source_time_ns": source_ns,
+    }
+    if epoch:
+        doc["epoch"] = epoch
+    value = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     headers = [("seq", str(seq).encode()), ("group", group.encode()), ("member", member.encode())]
     if publish_ms is not None:
         headers.append(("publish_ns", str(T0_NS + int(publish_ms * 1_000_000)).encode()))

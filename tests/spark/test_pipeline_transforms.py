@@ -264,3 +264,27 @@ def test_bars_are_ohlc_by_source_time_with_duplicates_counted_once(spark: SparkS
         ("A", 10_000_000, 1.7, 1.7, 1.7, 1.7, 1, 4, 4),
         ("B", 0, 5.0, 5.0, 5.0, 5.0, 1, 1, 1),
     ]
+
+
+def test_reconcile_and_bars_follow_epoch_then_seq_across_a_feed_restart(
+    spark: SparkSession,
+) -> None:
+    """A restarted feed (epoch 200, seqs from 1) is neither out of order nor a duplicate."""
+    fed = [quote("A", s, s, epoch=100) for s in (1, 2, 3)]
+    fed += [quote("A", s, 10 + s, epoch=200) for s in (1, 2)]
+    p = frame(
+        spark,
+        [price("A", s, s, t=s, epoch=100, mid=1.0 + s) for s in (1, 2, 3)]
+        + [price("A", s, 10 + s, t=3 + s, epoch=200, mid=2.0 + s) for s in (1, 2)]
+        + [price("A", 3, 20, t=9, epoch=100)],  # the old epoch again: out of order
+    )
+    got = rows(
+        reconcile(expected(quotes(frame(spark, fed))), prices(p)),
+        "instrument",
+        "epoch",
+        "seq",
+        "status",
+    )
+    assert got == [("A", 100, 3, "duplicated"), ("A", 100, 3, "out_of_order")]
+    bars = rows(ohlc_bars(prices(p), interval_s=60), "open", "close", "first_seq", "last_seq")
+    assert bars == [(2.0, 4.0, 1, 2)]

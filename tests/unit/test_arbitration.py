@@ -338,7 +338,7 @@ def test_lines_holding_nothing_share_no_state(seed: int) -> None:
     """A line that holds nothing uses the one shared empty ``held``; holding gives it a dict of
     its own, which it drops when emptied. The shared one is never written to, whatever the
     mix of holds, releases, expiries and high-water marks."""
-    from pricing_ha.dedupe import arbitration
+    from pricing_ha.dedupe import _lines
 
     rng = random.Random(2000 + seed)
     arb: Arbiter[int] = Arbiter(reorder_window_s=0.05)
@@ -354,12 +354,12 @@ def test_lines_holding_nothing_share_no_state(seed: int) -> None:
             continue
         for e in arb.offer(name, rng.randint(1, 400), 0, rng.choice(["p1/a", "p2/a"]), now):
             emitted.setdefault(e.instrument, []).append(e.seq)
-        assert arbitration._NOTHING_HELD == {}
+        assert _lines.NOTHING_HELD == {}
     lines = arb._lines.values()
-    assert any(line.held is arbitration._NOTHING_HELD for line in lines)
+    assert any(line.held is _lines.NOTHING_HELD for line in lines)
     for line in lines:
-        assert (line.held is arbitration._NOTHING_HELD) == (not line.held)
+        assert (line.held is _lines.NOTHING_HELD) == (not line.held)
     for got in emitted.values():
         assert all(x < y for x, y in itertools.pairwise(got))
     arb.expire(now + 1.0)
-    assert all(line.held is arbitration._NOTHING_HELD for line in arb._lines.values())
+    assert all(line.held is _lines.NOTHING_HELD for line in arb._lines.values())

@@ -103,13 +103,14 @@ def test_parse_raw_record_returns_a_record_or_its_own_error(
     """Any key, value and headers on prices.raw: parsed or InvalidPriceError."""
     msg = message(key, value, hdrs)
     try:
-        instrument, seq, _source, _source_ns, publish_ns, _value = parse_raw_record(
+        instrument, seq, _source, _source_ns, publish_ns, _value, epoch = parse_raw_record(
             msg, msg.headers()
         )
     except InvalidPriceError:
         return
     assert isinstance(instrument, str)
     assert 1 <= seq < 2**63
+    assert 0 <= epoch < 2**63
     assert 0 <= publish_ns < 10**19
 
 

@@ -115,10 +115,11 @@ def test_bid_below_one_tick_is_rejected() -> None:
 
 
 def test_encoding_is_canonical() -> None:
-    """encode_price writes sorted keys, compact, exactly the six price fields."""
+    """encode_price writes sorted keys, compact, exactly the seven price fields."""
     p = Price(instrument="EURUSD", seq=3, bid=1.1, ask=1.2, mid=1.15, source_time_ns=9)
     assert encode_price(p) == (
-        b'{"ask":1.2,"bid":1.1,"instrument":"EURUSD","mid":1.15,"seq":3,"source_time_ns":9}'
+        b'{"ask":1.2,"bid":1.1,"epoch":0,"instrument":"EURUSD","mid":1.15,"seq":3,'
+        b'"source_time_ns":9}'
     )
 
 

@@ -35,7 +35,7 @@ def _restarts(
         handing_over=handing_over.__contains__,
         leads=led.__contains__,
         drop=dropped.append,
-        resume=lambda partition, high: True,
+        resume=lambda partition, high, since: True,
         may_resume=lambda: answered[0],
     )
     return restarts, dropped

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from pricing_ha.cli import app
 from pricing_ha.local.cluster import Record
 from pricing_ha.local.verdict import Fault, SilenceBound, State, judge
+from pricing_ha.publishing.pricing import Price, encode_price
 
 T0 = 1_700_000_000.0  # the run's t=0, wall seconds
 BOUND = SilenceBound(tick_s=0.1, reorder_window_s=0.5)  # 0.7 s
@@ -164,3 +165,18 @@ def test_demo_help_documents_the_exit_statuses() -> None:
     text = " ".join(result.output.split())
     for expected in ("0 OK", "5 DEGRADED", "1 FAILED", "--silence-bound"):
         assert expected in text
+
+
+def test_a_restarted_feed_is_judged_by_epoch_then_seq() -> None:
+    """Seqs 1..3 of epoch 100, then 1..2 of epoch 200: no duplicate, none out of order."""
+
+    def rec(offset: int, epoch: int, seq: int) -> Record:
+        p = Price(
+            instrument="A", seq=seq, bid=1.0, ask=1.1, mid=1.05, source_time_ns=1, epoch=epoch
+        )
+        at_ms = int(1000 * (T0 + offset))
+        return Record(0, offset, b"A", encode_price(p), {"seq": str(seq)}, at_ms)
+
+    records = [rec(0, 100, 1), rec(1, 100, 2), rec(2, 100, 3), rec(3, 200, 1), rec(4, 200, 2)]
+    (line,) = judge({"A": 2}, records).instruments
+    assert (line.duplicates, line.out_of_order, line.missing) == (0, 0, 0)
