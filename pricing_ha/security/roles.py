@@ -24,6 +24,7 @@ role            reads               writes                      groups / transac
 ``pipeline``    quotes, raw,        --                          ``spark-kafka-*``
                 prices
 ``status``      neli                --                          ``pricing-ha-status``
+``operator``    --                  prices (reset records)      --
 ``topics``      --                  --                          creates the six topics
 ==============  ==================  ==========================  ==================================
 
@@ -137,6 +138,13 @@ def role_table(cfg: AppConfig) -> Mapping[str, Role]:
             what="pricing-ha status: an operator reads who leads what from the NELI topic",
             read=("neli",),
             groups=("pricing-ha-status",),  # named by its reader, which assigns and commits nothing
+        ),
+        Role(
+            name="operator",
+            what="pricing-ha reset-mark: an operator's reset control record on prices",
+            # The only writer of prices besides the relay: a reset names one instrument and is
+            # logged and traced by every relay that folds it (docs/threat-model.md).
+            write=("prices",),
         ),
         Role(
             name="topics",

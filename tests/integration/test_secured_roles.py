@@ -325,3 +325,26 @@ def test_acls_apply_is_refused_to_a_role_and_done_by_the_admin(
     done = apply(ADMIN)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok: "), done.stdout
+
+
+def test_a_mark_reset_is_written_by_the_operator_and_refused_to_a_subscriber(
+    secured: LocalKafka, tmp_path: Path
+) -> None:
+    """`pricing-ha reset-mark` as operator writes its record to prices; as subscriber it fails."""
+
+    def reset(user: str) -> subprocess.CompletedProcess[str]:
+        config = _config(secured, user, tmp_path)
+        return subprocess.run(
+            [*pricing_cli(), "reset-mark", "EURUSD", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    done = reset("operator")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reset of EURUSD written to prices" in done.stdout
+    refused = reset("subscriber")
+    assert refused.returncode != 0, refused.stdout
+    assert "written" not in refused.stdout

@@ -58,10 +58,12 @@ def test_the_relays_transactional_ids_are_granted_and_follow_the_prices_topic() 
 
 
 def test_no_role_but_the_relay_writes_prices_and_no_subscriber_writes_at_all() -> None:
-    """prices is the relay's alone; subscribers and the pipeline only read; publishers never join
-    another group's groups."""
+    """prices is the relay's (and the operator's reset records'); subscribers and the pipeline
+    only read; publishers never join another group's groups."""
     table = role_table(AppConfig())
-    assert [r.name for r in table.values() if "prices" in r.write] == ["relay"]
+    assert [r.name for r in table.values() if "prices" in r.write] == ["relay", "operator"]
+    assert table["operator"].read == ()
+    assert table["operator"].groups == ()
     for reader in ("subscriber", "pipeline", "status"):
         assert table[reader].write == ()
         assert not any(g.startswith("pricing.") for g in table[reader].groups)
