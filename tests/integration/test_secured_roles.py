@@ -71,6 +71,20 @@ def _config(kafka: LocalKafka, role: str, workdir: Path, *, password: Path | Non
     return path
 
 
+def _cli_as(
+    kafka: LocalKafka, user: str, workdir: Path, *args: str, password: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``pricing-ha ARGS`` as ``user`` (its own password file unless ``password``), waited for."""
+    config = _config(kafka, user, workdir, password=password)
+    return subprocess.run(
+        [*pricing_cli(), *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _as(kafka: LocalKafka, role: str, **extra: Any) -> dict[str, Any]:
     """librdkafka settings of a bare client of ``role``."""
     return {**kafka.client_settings(role), "log_level": 0, **extra}
@@ -264,15 +278,8 @@ def test_a_wrong_password_is_one_line_and_exit_3(
         "status": "status",
         "topics": "topics",
     }[command[0]]
-    config = _config(secured, role, tmp_path, password=wrong)
     began = time.monotonic()
-    done = subprocess.run(
-        [*pricing_cli(), *command, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _cli_as(secured, role, tmp_path, *command, password=wrong)
     took = time.monotonic() - began
     assert done.returncode == 3, done.stderr
     lines = done.stderr.splitlines()
@@ -307,22 +314,12 @@ def test_acls_apply_is_refused_to_a_role_and_done_by_the_admin(
 ) -> None:
     """`pricing-ha acls --apply` as p1 is refused in one line (exit 1); as admin it creates them."""
 
-    def apply(user: str) -> subprocess.CompletedProcess[str]:
-        config = _config(secured, user, tmp_path)
-        return subprocess.run(
-            [*pricing_cli(), "acls", "--apply", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    refused = apply("p1")
+    refused = _cli_as(secured, "p1", tmp_path, "acls", "--apply")
     assert refused.returncode == 1, refused.stderr
     lines = refused.stderr.splitlines()
     assert len(lines) == 1, refused.stderr
     assert lines[0].startswith("error: the broker refused the ACLs"), lines
-    done = apply(ADMIN)
+    done = _cli_as(secured, ADMIN, tmp_path, "acls", "--apply")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok: "), done.stdout
 
@@ -332,19 +329,9 @@ def test_a_mark_reset_is_written_by_the_operator_and_refused_to_a_subscriber(
 ) -> None:
     """`pricing-ha reset-mark` as operator writes its record to prices; as subscriber it fails."""
 
-    def reset(user: str) -> subprocess.CompletedProcess[str]:
-        config = _config(secured, user, tmp_path)
-        return subprocess.run(
-            [*pricing_cli(), "reset-mark", "EURUSD", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    done = reset("operator")
+    done = _cli_as(secured, "operator", tmp_path, "reset-mark", "EURUSD")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reset of EURUSD written to prices" in done.stdout
-    refused = reset("subscriber")
+    refused = _cli_as(secured, "subscriber", tmp_path, "reset-mark", "EURUSD")
     assert refused.returncode != 0, refused.stdout
     assert "written" not in refused.stdout
