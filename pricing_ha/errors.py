@@ -6,6 +6,7 @@
      ├── ConfigError          invalid configuration: names the file, the key and the problem
      ├── TopicLayoutError     topics missing or with mismatched partition counts
      ├── BrokerUnavailableError  the broker did not answer within the bounded retries
+     │    └── BrokerAuthenticationError  the broker refused our credentials
      ├── LocalKafkaError      the local Apache Kafka (demo, tests) could not be found or started
      ├── SparkConnectorError  Spark's Kafka connector (or a jar it needs) is not where it must be
      ├── InvalidQuoteError    (pricing_ha.publishing.quotes) a quote that cannot be priced -> DLQ
@@ -55,6 +56,11 @@ class BrokerUnavailableError(PricingError):
     """The broker could not be reached after bounded retries."""
 
     exit_code = 3
+
+
+class BrokerAuthenticationError(BrokerUnavailableError):
+    """The broker refused the client's credentials (a wrong SASL user or password): it will
+    not answer this process, however long it retries."""
 
 
 class LocalKafkaError(PricingError):

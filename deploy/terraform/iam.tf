@@ -5,24 +5,31 @@
 # MSK IAM access control works on ARNs derived from the cluster's:
 #   cluster arn:...:cluster/<name>/<uuid>   topic arn:...:topic/<name>/<uuid>/<topic>
 #   group   arn:...:group/<name>/<uuid>/<group>
+#   transactional id  arn:...:transactional-id/<name>/<uuid>/<id>
 # Each role may connect, describe the six topics (every command checks the layout first), read
-# and write exactly the topics its role reads and writes, and use exactly its consumer groups
-# (docs/architecture.md 2.3). Nothing is granted on "*" for Kafka.
+# and write exactly the topics its role reads and writes, and use exactly its consumer groups and
+# transactional ids: the rights of its role in pricing_ha/security/roles.py, which
+# tests/unit/test_security_terraform.py compares with the policy below (docs/threat-model.md).
+# Nothing is granted on "*" for Kafka; a name ending in "*" is a prefix.
 
 locals {
-  topic_arn_prefix = local.msk_iam ? "${replace(local.cluster_arn, ":cluster/", ":topic/")}/" : ""
-  group_arn_prefix = local.msk_iam ? "${replace(local.cluster_arn, ":cluster/", ":group/")}/" : ""
+  topic_arn_prefix            = local.msk_iam ? "${replace(local.cluster_arn, ":cluster/", ":topic/")}/" : ""
+  group_arn_prefix            = local.msk_iam ? "${replace(local.cluster_arn, ":cluster/", ":group/")}/" : ""
+  transactional_id_arn_prefix = local.msk_iam ? "${replace(local.cluster_arn, ":cluster/", ":transactional-id/")}/" : ""
 
-  task_roles = merge(local.services, {
-    topics = {
-      azs     = [0, 1]
-      command = ["topics", "create"]
-      health  = false
-      read    = []
-      write   = []
-      groups  = []
-    }
-  })
+  # The one-shot topics task: creates the six topics, reads and writes none of them.
+  topics_task = {
+    azs               = [0, 1]
+    command           = ["topics", "create"]
+    health            = false
+    read              = []
+    write             = []
+    groups            = []
+    transactional_ids = []
+    create_topics     = true
+  }
+
+  task_roles = merge(local.services, { topics = local.topics_task })
 }
 
 data "aws_iam_policy_document" "tasks_assume" {
@@ -70,7 +77,7 @@ data "aws_iam_policy_document" "task_kafka" {
   }
 
   dynamic "statement" {
-    for_each = each.key == "topics" ? [1] : []
+    for_each = each.value.create_topics ? [1] : []
     content {
       sid       = "CreateTopics"
       actions   = ["kafka-cluster:CreateTopic", "kafka-cluster:AlterTopic", "kafka-cluster:AlterTopicDynamicConfiguration"]
@@ -112,6 +119,16 @@ data "aws_iam_policy_document" "task_kafka" {
       sid       = "Groups"
       actions   = ["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"]
       resources = [for g in each.value.groups : "${local.group_arn_prefix}${g}"]
+    }
+  }
+
+  dynamic "statement" {
+    # The relay's fencing: init_transactions on its own transactional ids, then writes in them.
+    for_each = length(each.value.transactional_ids) > 0 ? [1] : []
+    content {
+      sid       = "Transactions"
+      actions   = ["kafka-cluster:AlterTransactionalId", "kafka-cluster:DescribeTransactionalId"]
+      resources = [for t in each.value.transactional_ids : "${local.transactional_id_arn_prefix}${t}"]
     }
   }
 }

@@ -38,7 +38,9 @@ locals {
   topics = var.topic_names
 
   # Every service: which AZ indexes it may run in, its command, and what it reads and writes.
-  # topic roles: "read" = consume, "write" = produce. group names: docs/architecture.md 2.3.
+  # topic roles: "read" = consume, "write" = produce. The rights are those of the service's role
+  # in pricing_ha/security/roles.py (the one table; tests/unit/test_security_terraform.py
+  # compares them): consumer groups and transactional ids it uses, a trailing "*" a prefix.
   services = {
     p1 = {
       azs     = [0]
@@ -47,6 +49,9 @@ locals {
       read    = ["quotes", "neli"]
       write   = ["neli", "raw", "dlq"]
       groups  = ["pricing.p1", "pricing.p1.quotes"]
+      # Idempotent producers only.
+      transactional_ids = []
+      create_topics     = false
     }
     p2 = {
       azs     = [1]
@@ -55,23 +60,33 @@ locals {
       read    = ["quotes", "neli"]
       write   = ["neli", "raw", "dlq"]
       groups  = ["pricing.p2", "pricing.p2.quotes"]
+      # Idempotent producers only.
+      transactional_ids = []
+      create_topics     = false
     }
     relay_a = {
       azs     = [0]
       command = ["dedupe", "--group", "relay"]
       health  = true
       # The relay reads prices too: it rebuilds its high-water marks from prices on takeover.
-      read   = ["raw", "neli", "prices"]
-      write  = ["neli", "prices", "raw_dlq"]
-      groups = ["pricing.relay", "pricing.relay.raw", "relay-scan-*"]
+      read  = ["raw", "neli", "prices"]
+      write = ["neli", "prices", "raw_dlq"]
+      # NELI, the committed prices.raw positions, and the standby's throwaway reader groups.
+      groups = ["pricing.relay", "pricing.relay.raw", "relay-standby-*"]
+      # One transactional producer per owned partition of prices (relay fencing =
+      # "transactions"): a successor's init_transactions fences the previous owner.
+      transactional_ids = ["pricing.relay.raw.${local.topics.prices}.*"]
+      create_topics     = false
     }
     relay_b = {
-      azs     = [1]
-      command = ["dedupe", "--group", "relay"]
-      health  = true
-      read    = ["raw", "neli", "prices"]
-      write   = ["neli", "prices", "raw_dlq"]
-      groups  = ["pricing.relay", "pricing.relay.raw", "relay-scan-*"]
+      azs               = [1]
+      command           = ["dedupe", "--group", "relay"]
+      health            = true
+      read              = ["raw", "neli", "prices"]
+      write             = ["neli", "prices", "raw_dlq"]
+      groups            = ["pricing.relay", "pricing.relay.raw", "relay-standby-*"]
+      transactional_ids = ["pricing.relay.raw.${local.topics.prices}.*"]
+      create_topics     = false
     }
     feed = {
       azs     = [0, 1]
@@ -80,6 +95,9 @@ locals {
       read    = []
       write   = ["quotes"]
       groups  = []
+      # Idempotent producers only.
+      transactional_ids = []
+      create_topics     = false
     }
   }
 

@@ -120,9 +120,9 @@ variable "broker_instance_type" {
 }
 
 variable "broker_count" {
-  description = "Number of MSK brokers; a multiple of the two AZs (MSK spreads them evenly)."
+  description = "Number of MSK brokers; a multiple of the two AZs (MSK spreads them evenly), at least replication_factor (4: two per AZ)."
   type        = number
-  default     = 2
+  default     = 4
 
   validation {
     condition     = var.broker_count >= 2 && var.broker_count % 2 == 0
@@ -152,9 +152,9 @@ variable "partitions" {
 }
 
 variable "replication_factor" {
-  description = "Replicas per partition (topics.replication_factor). With two AZs keep 2, one replica per AZ: pricing-ha sets min.insync.replicas = RF - 1 only from RF 3, and RF 3 or 4 over two AZs cannot keep RF - 1 replicas in sync once an AZ is gone."
+  description = "Replicas per partition (topics.replication_factor). 4 = two per AZ (broker.rack is the AZ ID): the MSK cluster and `pricing-ha topics create` require min.insync.replicas = 2, so an acknowledged write is on two replicas and losing one AZ leaves two in sync. Needs broker_count >= 4."
   type        = number
-  default     = 2
+  default     = 4
 
   validation {
     condition     = var.replication_factor >= 1 && var.replication_factor <= 4

@@ -36,6 +36,13 @@ def broker_command(
         int | None,
         typer.Option(help="Client port of node 1 (node N: PORT+N-1); free ports if omitted."),
     ] = None,
+    secured: Annotated[
+        bool,
+        typer.Option(
+            help="SASL/SCRAM over TLS, the standard authorizer and one user per role with the"
+            " role table's ACLs (docs/threat-model.md); plain if omitted."
+        ),
+    ] = False,
 ) -> None:
     """Run Apache Kafka (KRaft) on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
     from pricing_ha.errors import LocalKafkaError
@@ -51,6 +58,7 @@ def broker_command(
             lambda kafka: typer.echo(_ready_message(kafka)),
             host=host,
             port=port,
+            secured=secured,
         )
     except LocalKafkaError as exc:
         typer.echo(str(exc), err=True)
@@ -78,5 +86,26 @@ def _ready_message(kafka: object) -> str:
             if len(kafka.nodes) == 3
             else ""
         )
+        + _secured_message(kafka)
         + "then, once: pricing-ha topics create"
     )
+
+
+def _secured_message(kafka: object) -> str:
+    """How a role's commands authenticate to a secured cluster (nothing for a plain one)."""
+    from pricing_ha.local.broker import LocalKafka
+
+    assert isinstance(kafka, LocalKafka)
+    if kafka.secured is None:
+        return ""
+    s = kafka.secured
+    users = ", ".join(sorted(s.passwords))
+    lines = [
+        f"Secured (SASL/SCRAM-SHA-512 over TLS): users {users}; each role runs as its own user:",
+        '  [broker] auth = "scram"',
+        '           sasl_username = "ROLE"',
+        f'           sasl_password_file = "{s.password_file("ROLE")}"',
+        f'           ssl_ca_file = "{s.ca_file}"',
+        "(topics create as the topics or admin user)",
+    ]
+    return "\n".join(lines) + "\n"

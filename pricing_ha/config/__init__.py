@@ -1,8 +1,9 @@
 """pricing-ha configuration: typed, validated, loaded from TOML with environment overrides.
 
-Every option has a default, documented on its section's dataclass (``_sections.py`` and
-``_roles.py``, all re-exported here) and in ``config/default.toml``, which spells out exactly
-these defaults for the local Apache Kafka (``pricing-ha broker``). Loading order, later wins:
+Every option has a default, documented on its section's dataclass (``_broker.py``,
+``_sections.py`` and ``_roles.py``, all re-exported here) and in ``config/default.toml``, which
+spells out exactly these defaults for the local Apache Kafka (``pricing-ha broker``). Loading
+order, later wins:
 
 1. the built-in defaults below;
 2. the TOML file (``--config``, else ``$PRICING_HA_CONFIG``, else the repository's
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pricing_ha.config._broker import BrokerConfig
 from pricing_ha.config._java_client import java_client_properties
 from pricing_ha.config._limits import MAX_INSTRUMENT_BYTES, LimitsConfig, message_max_bytes
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
@@ -37,8 +39,8 @@ from pricing_ha.config._roles import (
     RelayConfig,
     SubscriberConfig,
 )
+from pricing_ha.config._scram import authentication_failure
 from pricing_ha.config._sections import (
-    BrokerConfig,
     FeedConfig,
     HealthConfig,
     InstrumentOverride,
@@ -68,6 +70,7 @@ __all__ = [
     "SubscriberConfig",
     "TelemetryConfig",
     "TopicsConfig",
+    "authentication_failure",
     "default_config_path",
     "java_client_properties",
     "load_app_config",

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from pricing_ha.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pricing_ha.config._sections import BrokerConfig
+    from pricing_ha.config._broker import BrokerConfig
 
 __all__ = ["MSK_IAM", "PRODUCER_ONLY", "SAME_NAME", "java_client_properties"]
 

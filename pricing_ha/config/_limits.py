@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pricing_ha.config._sections import BrokerConfig, check, check_ms
+from pricing_ha.config._broker import BrokerConfig
+from pricing_ha.config._sections import check, check_ms
 from pricing_ha.errors import ConfigError
 
 __all__ = [

@@ -14,13 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
-from pricing_ha.config import _msk_iam
 from pricing_ha.errors import ConfigError
 
 __all__ = [
-    "BrokerConfig",
     "FeedConfig",
     "HealthConfig",
     "InstrumentOverride",
@@ -33,20 +30,6 @@ __all__ = [
 # Kafka's legal topic names: up to 249 of [a-zA-Z0-9._-], and not "." or "..".
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
-_AUTH_MODES = frozenset({"passthrough", "msk_iam"})
-# e.g. eu-west-1, us-gov-west-1, ap-southeast-4, il-central-1
-_AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
-# What MSK's IAM listener speaks; the user's librdkafka table may repeat these, not contradict them.
-_MSK_IAM_SETTINGS = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}
-# Settings that would make librdkafka use another credential than the signed token.
-_MSK_IAM_CONFLICTS = (
-    "sasl.mechanisms",  # librdkafka's alias of sasl.mechanism: one spelling only
-    "sasl.oauthbearer.method",
-    "sasl.oauthbearer.config",
-    "sasl.username",
-    "sasl.password",
-)
-
 
 def check(ok: bool, owner: object, key: str, problem: str) -> None:
     if not ok:
@@ -55,138 +38,6 @@ def check(ok: bool, owner: object, key: str, problem: str) -> None:
 
 def check_ms(owner: object, key: str, value: int, minimum: int = 1) -> None:
     check(value >= minimum, owner, key, f"must be at least {minimum} ms, got {value}")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BrokerConfig:
-    """How every client reaches the Kafka-protocol cluster.
-
-    Attributes:
-        bootstrap_servers: ``host:port[,host:port...]``. Default ``"127.0.0.1:9092"`` (a local
-            broker).
-        connect_timeout_ms: how long a command waits for the broker to answer before failing
-            with ``BrokerUnavailableError``. Default 10000.
-        auth: how clients authenticate. ``"passthrough"``: exactly as ``librdkafka`` says
-            (plaintext, TLS, SASL/SCRAM, mTLS...). ``"msk_iam"``: Amazon MSK IAM, SASL/OAUTHBEARER
-            with tokens signed from the AWS credentials (needs the ``aws`` extra and
-            ``aws_region``); it sets ``security.protocol=SASL_SSL`` and
-            ``sasl.mechanism=OAUTHBEARER`` in ``librdkafka`` and gives every client a token
-            callback (:mod:`pricing_ha.config._msk_iam`). Default ``"passthrough"``.
-        aws_region: the MSK cluster's AWS region, e.g. ``"eu-west-1"``; required by
-            ``auth = "msk_iam"`` and refused otherwise. Default unset.
-        librdkafka: extra librdkafka properties passed to every client (TLS, SASL...).
-            Default empty. ``bootstrap.servers`` and ``group.protocol`` cannot be set here.
-    """
-
-    bootstrap_servers: str = "127.0.0.1:9092"
-    connect_timeout_ms: int = 10_000
-    auth: str = "passthrough"
-    aws_region: str | None = None
-    librdkafka: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
-
-    def __post_init__(self) -> None:
-        check(bool(self.bootstrap_servers.strip()), self, "bootstrap_servers", "must not be empty")
-        check_ms(self, "connect_timeout_ms", self.connect_timeout_ms, 100)
-        check(
-            "bootstrap.servers" not in self.librdkafka,
-            self,
-            "librdkafka.bootstrap.servers",
-            "set broker.bootstrap_servers instead",
-        )
-        protocol = self.librdkafka.get("group.protocol", "classic")
-        check(
-            protocol == "classic",
-            self,
-            "librdkafka.group.protocol",
-            f"NELI needs the classic group protocol (KIP-848 '{protocol}' ignores client "
-            "session timeouts)",
-        )
-        settings = dict(self.librdkafka)
-        check(
-            self.auth in _AUTH_MODES,
-            self,
-            "auth",
-            f"must be one of {sorted(_AUTH_MODES)}, got {self.auth!r}",
-        )
-        if self.auth == "msk_iam":
-            settings = self._msk_iam_settings(settings)
-        else:
-            check(
-                self.aws_region is None,
-                self,
-                "aws_region",
-                f'is only used with auth = "msk_iam" (auth is {self.auth!r})',
-            )
-        object.__setattr__(self, "librdkafka", types.MappingProxyType(settings))
-
-    def _msk_iam_settings(self, settings: dict[str, str]) -> dict[str, str]:
-        """Validates ``auth = "msk_iam"`` and returns ``librdkafka`` with its TLS/SASL settings."""
-        region = self.aws_region
-        check(
-            region is not None and _AWS_REGION.fullmatch(region) is not None,
-            self,
-            "aws_region",
-            f'auth = "msk_iam" needs the cluster\'s AWS region, e.g. "eu-west-1"; got {region!r}',
-        )
-        for key, value in _MSK_IAM_SETTINGS.items():
-            given = settings.get(key)
-            check(
-                given is None or given.lower() == value.lower(),
-                self,
-                f"librdkafka.{key}",
-                f'auth = "msk_iam" uses {key}={value}; remove {given!r} or set auth = '
-                '"passthrough"',
-            )
-        for key in _MSK_IAM_CONFLICTS:
-            check(
-                key not in settings,
-                self,
-                f"librdkafka.{key}",
-                'conflicts with auth = "msk_iam" (the token comes from the AWS credentials)',
-            )
-        _msk_iam.load_signer()  # the aws extra must be installed: fail at load, not at connect
-        return {**settings, **_MSK_IAM_SETTINGS}
-
-    def client_config(
-        self,
-        *,
-        defaults: Mapping[str, str | int | float | bool] | None = None,
-        required: Mapping[str, str | int | float | bool] | None = None,
-    ) -> dict[str, Any]:
-        """Builds a confluent-kafka configuration dict.
-
-        Args:
-            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
-            required: settings the application depends on (e.g. acks); they win.
-
-        Returns:
-            ``bootstrap.servers`` plus defaults, pass-through settings and required settings,
-            plus the authentication callbacks (:meth:`callbacks`). Values are librdkafka
-            scalars or, for ``oauth_cb``, a callable, which confluent-kafka accepts but its type
-            hints (``dict[str, str | int | float | bool]``) do not describe; hence ``Any``.
-        """
-        return {
-            "bootstrap.servers": self.bootstrap_servers,
-            **(defaults or {}),
-            **self.librdkafka,
-            **(required or {}),
-            **self.callbacks(),
-        }
-
-    def callbacks(self) -> dict[str, Any]:
-        """The callback settings ``auth`` needs: ``{"oauth_cb": ...}`` for MSK IAM, else none.
-
-        Callables cannot live in the text-only ``librdkafka`` table; clients not built by
-        :meth:`client_config` (the NELI members) add these to their settings themselves.
-        """
-        if self.auth != "msk_iam":
-            return {}
-        assert self.aws_region is not None  # checked in __post_init__
-        return {"oauth_cb": _msk_iam.MskIamTokenCallback(self.aws_region, _msk_iam.load_signer())}
-
-    def neli_kafka(self) -> dict[str, Any]:
-        """``librdkafka`` plus :meth:`callbacks`: the ``kafka`` passthrough for NELI members."""
-        return {**self.librdkafka, **self.callbacks()}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -42,7 +42,7 @@ REPEAT_S = 60.0
 _FAILURE_FACILITIES = frozenset({"FAIL", "ERROR"})
 _FAILURE_TEXT = re.compile(
     r"Connect to .* failed|Connection refused|Failed to resolve|Disconnected|"
-    r"brokers are down|timed out|Connection reset",
+    r"brokers are down|timed out|Connection reset|SASL authentication error",
     re.IGNORECASE,
 )
 _BROKER = re.compile(r"\]: (\S+?)(?:/\S+)?: ")

@@ -23,8 +23,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pricing_ha.config import AppConfig, TopicsConfig
-from pricing_ha.errors import BrokerUnavailableError, TopicLayoutError
+from pricing_ha.config import AppConfig, TopicsConfig, authentication_failure
+from pricing_ha.errors import BrokerAuthenticationError, BrokerUnavailableError, TopicLayoutError
 from pricing_ha.kafka.client_log import client_log_settings, mark_connected
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "topic_specs",
 ]
 
+# Replicas an acks=all write must reach once a topic has three or more (topic_specs).
+_MIN_INSYNC_REPLICAS = 2
 _RETRY_PAUSE_S = (0.1, 0.25, 0.5, 1.0)  # back-off between metadata attempts, then 1 s each
 _UNAVAILABLE = frozenset(
     {
@@ -76,12 +78,13 @@ def topic_specs(cfg: TopicsConfig) -> list[TopicSpec]:
     """Returns the six topics of the pipeline, all with ``cfg.partitions`` partitions.
 
     The NELI topic gets ``retention.ms = neli_retention_ms``. With three or more replicas, every
-    topic gets ``min.insync.replicas = replication_factor - 1`` so that ``acks=all`` survives
-    the loss of one broker without accepting writes held by a single replica.
+    topic gets ``min.insync.replicas = 2``: ``acks=all`` never accepts a write held by a single
+    replica, and survives the loss of one broker (RF 3) or of one AZ holding two of four
+    replicas (RF 4 over two AZs, deploy/terraform), where ``RF - 1`` would stop every producer.
     """
     common: dict[str, str] = {}
     if cfg.replication_factor >= 3:
-        common["min.insync.replicas"] = str(cfg.replication_factor - 1)
+        common["min.insync.replicas"] = str(_MIN_INSYNC_REPLICAS)
     specs = []
     for role, name in cfg.by_role().items():
         config = dict(common)
@@ -134,7 +137,10 @@ def fetch_metadata(
 
     Raises:
         BrokerUnavailableError: if no broker answered in time.
+        BrokerAuthenticationError: a broker refused the client's credentials (at once: retrying
+            cannot help).
     """
+    began = time.monotonic()
     deadline = clock() + timeout_s
     attempt = 0
     while True:
@@ -147,6 +153,13 @@ def fetch_metadata(
         else:
             mark_connected()
             return metadata
+        refused = _refused_login(client, began)
+        if refused is not None:
+            raise BrokerAuthenticationError(
+                f"the broker at {bootstrap} refused to authenticate this client: {refused}. "
+                "Check [broker] sasl_username and its password (sasl_password_file, or "
+                "PRICING_HA__BROKER__LIBRDKAFKA__SASL_PASSWORD)."
+            ) from last
         pause = _RETRY_PAUSE_S[min(attempt, len(_RETRY_PAUSE_S)) - 1]
         if clock() + pause >= deadline:
             break
@@ -157,6 +170,18 @@ def fetch_metadata(
         "Is it running? Start one with "
         f"`pricing-ha broker`, or point PRICING_HA_BOOTSTRAP / --bootstrap at your cluster."
     ) from last
+
+
+def _refused_login(client: MetadataSource, since: float) -> str | None:
+    """Why a broker refused this process's login since ``since``, else ``None``.
+
+    Serves the client's callbacks first (``poll(0)``: the ``error_cb`` that records a refusal
+    runs from there; nothing is assigned yet, so a consumer returns no message).
+    """
+    poll = getattr(client, "poll", None)
+    if poll is not None:
+        poll(0)
+    return authentication_failure(since)
 
 
 def _describe(exc: KafkaException) -> str:

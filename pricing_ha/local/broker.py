@@ -13,6 +13,9 @@ MSK uses instead is in docs/architecture.md (#7-the-local-apache-kafka).
 
 The nodes are separate processes so that fault tests can pause (SIGSTOP), kill and restart them
 and observe what real clients do.
+
+``secured=True`` runs the cluster with SASL/SCRAM over TLS, the standard authorizer and the ACLs
+of the role table (:mod:`pricing_ha.local.secured`); plain mode is the default.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
+from pricing_ha.config import AppConfig
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.kafka_node import (
     KAFKA_LIBS_ENV,
@@ -41,6 +45,7 @@ from pricing_ha.local.kafka_node import (
     free_port,
     kafka_libs,
 )
+from pricing_ha.local.secured import ADMIN, Secured
 
 __all__ = ["KAFKA_LIBS_ENV", "KafkaNode", "LocalKafka", "kafka_libs", "run_foreground"]
 
@@ -65,6 +70,11 @@ class LocalKafka:
             address of that namespace). Controllers always listen on ``127.0.0.1``.
         port: the first node's client port (node N uses ``port + N - 1``); free ports if
             ``None``.
+        secured: SASL/SCRAM-SHA-512 over TLS, ``StandardAuthorizer``, one user per role of
+            the default configuration's role table (``feed``, ``p1``, ``p2``, ``relay``...,
+            and ``admin``) and their ACLs for the default names (:meth:`grant` adds those of
+            another configuration's topic names; a publishing group not named p1 or p2 is a
+            role with no user here).
     """
 
     def __init__(
@@ -77,6 +87,7 @@ class LocalKafka:
         keep_workdir: bool = False,
         overrides: dict[str, str] | None = None,
         startup_timeout_s: float = 60.0,
+        secured: bool = False,
     ) -> None:
         if nodes not in (1, 3):
             raise LocalKafkaError(f"nodes must be 1 or 3, not {nodes}")
@@ -89,6 +100,9 @@ class LocalKafka:
         self.classpath = ""
         self.log4j_config = self.workdir / "log4j2.yaml"
         self.host = host
+        self._secure = secured
+        #: The TLS material and SCRAM users of a secured cluster (made by :meth:`start`).
+        self.secured: Secured | None = None
         used: set[int] = set() if port is None else set(range(port, port + nodes))
         self.nodes: list[KafkaNode] = []
         for i in range(nodes):
@@ -138,6 +152,8 @@ class LocalKafka:
         self.classpath = str(kafka_libs() / "*")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log4j_config.write_text(LOG4J2, encoding="utf-8")
+        if self._secure:
+            self.secured = Secured.create(self.workdir, self.host)
         began = time.monotonic()
         self._started = True
         atexit.register(self.stop)
@@ -147,6 +163,8 @@ class LocalKafka:
             for n in self.nodes:
                 n.start()
             self.wait_ready(began + self._startup_timeout_s)
+            if self.secured is not None:
+                self.grant(AppConfig())
         except BaseException:
             self.stop()
             raise
@@ -170,7 +188,7 @@ class LocalKafka:
                 if n.node_id in expected:
                     n.check_alive()
             if admin is None and any(_port_open(self.host, n.ports.broker) for n in self.nodes):
-                admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+                admin = AdminClient({**self.client_settings(ADMIN), "log_level": 0})
             if admin is not None:
                 # confluent-kafka's stubs infer cluster_id as None; it is a str.
                 cluster_id: str | None = None
@@ -186,6 +204,28 @@ class LocalKafka:
                 first = next(n for n in self.nodes if n.node_id in expected)
                 raise first.error("did not answer a complete metadata request in time")
             time.sleep(0.1)
+
+    def client_settings(self, user: str = ADMIN) -> dict[str, Any]:
+        """librdkafka settings of a client of this cluster: ``bootstrap.servers``, and on a
+        secured cluster TLS and SCRAM as ``user`` (a role of the table, or ``admin``)."""
+        settings: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        if self.secured is not None:
+            settings.update(self.secured.client_settings(user))
+        return settings
+
+    def grant(self, cfg: AppConfig) -> int:
+        """Create every role's ACLs for ``cfg``'s topic and group names (as ``admin``).
+
+        Returns:
+            How many bindings were created; 0 on a plain cluster (which has no authorizer).
+        """
+        if self.secured is None:
+            return 0
+        from confluent_kafka.admin import AdminClient
+
+        from pricing_ha.security import create_acls
+
+        return create_acls(AdminClient({**self.client_settings(ADMIN), "log_level": 0}), cfg)
 
     def check_alive(self) -> None:
         """Raise :class:`LocalKafkaError` if any node has exited."""
@@ -248,6 +288,7 @@ def run_foreground(
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
+    secured: bool = False,
 ) -> None:
     """Run a local Kafka until SIGINT or SIGTERM arrives (the ``pricing-ha broker`` command).
 
@@ -256,6 +297,7 @@ def run_foreground(
         workdir: where the nodes keep their data; ``None`` for a temporary directory.
         host: the client listeners' address.
         port: the first node's client port, or ``None`` for free ports.
+        secured: SASL/SCRAM over TLS with the role table's ACLs (see :class:`LocalKafka`).
         announce: called once with the cluster when it is ready.
 
     Raises:
@@ -263,7 +305,12 @@ def run_foreground(
     """
     signals = {signal.SIGINT, signal.SIGTERM}
     kafka = LocalKafka(
-        nodes=nodes, workdir=workdir, keep_workdir=workdir is not None, host=host, port=port
+        nodes=nodes,
+        workdir=workdir,
+        keep_workdir=workdir is not None,
+        host=host,
+        port=port,
+        secured=secured,
     )
     with kafka:
         announce(kafka)

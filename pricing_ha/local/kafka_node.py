@@ -20,6 +20,7 @@ from typing import IO, Protocol
 
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.procs import freeze
+from pricing_ha.local.secured import Secured
 
 __all__ = [
     "KAFKA_LIBS_ENV",
@@ -146,6 +147,7 @@ class Cluster(Protocol):
     classpath: str
     log4j_config: Path
     nodes: list[KafkaNode]
+    secured: Secured | None
 
 
 class KafkaNode:
@@ -208,10 +210,16 @@ class KafkaNode:
             "share.coordinator.state.topic.replication.factor": replication,
             "share.coordinator.state.topic.min.isr": min_isr,
             **_COMMON_SETTINGS,
-            **c.overrides,
         }
+        if c.secured is not None:
+            settings.update(
+                c.secured.server_settings(c.host, self.ports.broker, self.ports.controller)
+            )
+        settings.update(c.overrides)
         path = self.dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+        if c.secured is not None:
+            path.chmod(0o600)  # it holds the broker's own SCRAM password
         return path
 
     def format(self) -> None:
@@ -220,11 +228,16 @@ class KafkaNode:
         config = self.write_config()
         argv = [_java(), "-cp", c.classpath, "kafka.tools.StorageTool", "format"]
         argv += [f"--cluster-id={c.cluster_id}", "-c", str(config), "--ignore-formatted"]
+        if c.secured is not None:
+            argv += c.secured.scram_format_args()
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
+            output = (done.stderr or done.stdout)[-_LOG_TAIL_BYTES:]
+            if c.secured is not None:  # the tool may echo its arguments, passwords included
+                for password in c.secured.passwords.values():
+                    output = output.replace(password, "***")
             raise LocalKafkaError(
-                f"formatting kafka node {self.node_id} failed ({done.returncode}):"
-                f" {(done.stderr or done.stdout)[-_LOG_TAIL_BYTES:]}"
+                f"formatting kafka node {self.node_id} failed ({done.returncode}): {output}"
             )
 
     def start(self) -> None:

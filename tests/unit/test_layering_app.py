@@ -10,6 +10,7 @@ The tree reads like the architecture, lowest layer first::
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
     subscribing, status          dedupe            (direct mode arbitrates like the relay)
     pipeline                     kafka, publishing (Spark jobs over the topics: the analytical path)
+    security                     config            (the role table and its Kafka ACLs)
     local                        everything below  (local Kafka, demo: never production)
     cli                          everything
 
@@ -45,6 +46,7 @@ ALLOWED: dict[str, set[str]] = {
     "subscribing": _BASE | {"config", "kafka", "telemetry", "member", "publishing", "dedupe"},
     "status": _BASE | {"config", "kafka"},
     "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing"},
+    "security": _BASE | {"config", "kafka"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}

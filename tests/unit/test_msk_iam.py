@@ -113,7 +113,7 @@ def test_msk_iam_accepts_matching_explicit_settings(signer: FakeSigner, tmp_path
 @pytest.mark.parametrize(
     ("body", "key", "problem"),
     [
-        ('auth = "iam"\n', "broker.auth", "must be one of ['msk_iam', 'passthrough']"),
+        ('auth = "iam"\n', "broker.auth", "must be one of ['msk_iam', 'passthrough', 'scram']"),
         ('aws_region = "eu-west-1"\n', "broker.aws_region", 'only used with auth = "msk_iam"'),
     ],
 )

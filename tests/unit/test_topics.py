@@ -72,6 +72,12 @@ def test_replicated_topics_get_min_insync_replicas() -> None:
     assert all(s.config["min.insync.replicas"] == "2" for s in specs)
 
 
+def test_four_replicas_over_two_azs_keep_two_in_sync_required() -> None:
+    """RF 4 (two replicas per AZ) requires two in sync, not three: losing an AZ keeps writes."""
+    specs = topic_specs(TopicsConfig(replication_factor=4))
+    assert all(s.config["min.insync.replicas"] == "2" for s in specs)
+
+
 def test_partition_counts_marks_missing_and_errored_topics() -> None:
     """A missing topic or one with a metadata error counts as None."""
     md = metadata({"a": 3})

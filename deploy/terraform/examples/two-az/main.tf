@@ -21,8 +21,8 @@ module "pricing_ha" {
   availability_zones = ["${var.region}a", "${var.region}b"]
 
   partitions         = 12
-  replication_factor = 2
-  broker_count       = 2
+  replication_factor = 4
+  broker_count       = 4
 
   services = {
     p1      = { desired_count = 2 }

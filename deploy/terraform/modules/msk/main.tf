@@ -61,11 +61,16 @@ resource "aws_msk_configuration" "this" {
   # prices to a stale replica. RackAwareReplicaSelector: clients with client.rack = their AZ ID
   # read from the replica in their own AZ. group.min.session.timeout.ms=1000: the relay's
   # group runs at a 1 s session (a relay crash costs that plus a rebalance on `prices`); the
-  # publishing groups choose 6 s themselves.
+  # publishing groups choose 6 s themselves. min.insync.replicas=2: an acknowledged write
+  # (acks=all) is on two replicas; with two replicas in each AZ (RF 4) one AZ can be lost and
+  # every topic, the transaction and offset logs included, stays writable.
   server_properties = <<-PROPERTIES
     auto.create.topics.enable=false
     default.replication.factor=${var.replication_factor}
-    min.insync.replicas=1
+    min.insync.replicas=2
+    offsets.topic.replication.factor=${var.replication_factor}
+    transaction.state.log.replication.factor=${var.replication_factor}
+    transaction.state.log.min.isr=2
     unclean.leader.election.enable=false
     replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
     group.min.session.timeout.ms=1000
@@ -73,6 +78,14 @@ resource "aws_msk_configuration" "this" {
 
   lifecycle {
     create_before_destroy = true
+
+    # min.insync.replicas = 2: fewer than three replicas would stop every acks=all producer
+    # when one broker is lost (or never let one write), and a topic cannot have more replicas
+    # than there are brokers.
+    precondition {
+      condition     = var.replication_factor >= 3 && var.replication_factor <= var.broker_count
+      error_message = "With min.insync.replicas = 2, replication_factor must be at least 3 (4 to lose an AZ: two replicas per AZ) and at most broker_count."
+    }
   }
 }
 

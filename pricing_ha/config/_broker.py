@@ -1,0 +1,207 @@
+"""``[broker]``: how every client reaches and authenticates to the Kafka-protocol cluster.
+
+Plain or as ``librdkafka`` says (``auth = "passthrough"``), Amazon MSK IAM (``"msk_iam"``,
+:mod:`._msk_iam`) or SASL/SCRAM over TLS (``"scram"``, :mod:`._scram`). Import
+:class:`BrokerConfig` from :mod:`pricing_ha.config`.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from pricing_ha.config import _msk_iam, _scram
+from pricing_ha.config._sections import check, check_ms
+
+__all__ = ["BrokerConfig"]
+
+_AUTH_MODES = frozenset({"passthrough", "msk_iam", "scram"})
+_SCRAM_FIELDS = ("sasl_username", "sasl_password_file", "ssl_ca_file")
+# e.g. eu-west-1, us-gov-west-1, ap-southeast-4, il-central-1
+_AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
+# What MSK's IAM listener speaks; the user's librdkafka table may repeat these, not contradict them.
+_MSK_IAM_SETTINGS = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}
+# Settings that would make librdkafka use another credential than the signed token.
+_MSK_IAM_CONFLICTS = (
+    "sasl.mechanisms",  # librdkafka's alias of sasl.mechanism: one spelling only
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.config",
+    "sasl.username",
+    "sasl.password",
+)
+
+
+# repr=False: __repr__ below hides credentials.
+@dataclass(frozen=True, kw_only=True, slots=True, repr=False)
+class BrokerConfig:
+    """How every client reaches the Kafka-protocol cluster.
+
+    Attributes:
+        bootstrap_servers: ``host:port[,host:port...]``. Default ``"127.0.0.1:9092"`` (a local
+            broker).
+        connect_timeout_ms: how long a command waits for the broker to answer before failing
+            with ``BrokerUnavailableError``. Default 10000.
+        auth: how clients authenticate. ``"passthrough"``: exactly as ``librdkafka`` says
+            (plaintext, TLS, SASL/SCRAM, mTLS...). ``"msk_iam"``: Amazon MSK IAM, SASL/OAUTHBEARER
+            with tokens signed from the AWS credentials (needs the ``aws`` extra and
+            ``aws_region``); it sets ``security.protocol=SASL_SSL`` and
+            ``sasl.mechanism=OAUTHBEARER`` in ``librdkafka`` and gives every client a token
+            callback (:mod:`pricing_ha.config._msk_iam`). ``"scram"``: SASL/SCRAM-SHA-512 over
+            TLS as ``sasl_username`` (:mod:`pricing_ha.config._scram`). Default
+            ``"passthrough"``.
+        aws_region: the MSK cluster's AWS region, e.g. ``"eu-west-1"``; required by
+            ``auth = "msk_iam"`` and refused otherwise. Default unset.
+        sasl_username: the SCRAM user (the deployment's role: ``feed``, ``p1``, ``relay``...);
+            ``auth = "scram"`` only, where it is required. Default unset.
+        sasl_password_file: a file whose first line is the SCRAM password; read at load
+            time. Alternatively ``librdkafka.sasl.password`` (from the environment); exactly one
+            of the two with ``auth = "scram"``. Default unset.
+        ssl_ca_file: the CA certificate (PEM) the brokers' certificates are checked against;
+            ``auth = "scram"`` only. Default unset (the system's CAs).
+        librdkafka: extra librdkafka properties passed to every client (TLS, SASL...).
+            Default empty. ``bootstrap.servers`` and ``group.protocol`` cannot be set here.
+            Credentials here (``sasl.password``...) never appear in a ``repr``.
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    connect_timeout_ms: int = 10_000
+    auth: str = "passthrough"
+    aws_region: str | None = None
+    sasl_username: str | None = None
+    sasl_password_file: Path | None = None
+    ssl_ca_file: Path | None = None
+    librdkafka: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        check(bool(self.bootstrap_servers.strip()), self, "bootstrap_servers", "must not be empty")
+        check_ms(self, "connect_timeout_ms", self.connect_timeout_ms, 100)
+        check(
+            "bootstrap.servers" not in self.librdkafka,
+            self,
+            "librdkafka.bootstrap.servers",
+            "set broker.bootstrap_servers instead",
+        )
+        protocol = self.librdkafka.get("group.protocol", "classic")
+        check(
+            protocol == "classic",
+            self,
+            "librdkafka.group.protocol",
+            f"NELI needs the classic group protocol (KIP-848 '{protocol}' ignores client "
+            "session timeouts)",
+        )
+        settings = dict(self.librdkafka)
+        check(
+            self.auth in _AUTH_MODES,
+            self,
+            "auth",
+            f"must be one of {sorted(_AUTH_MODES)}, got {self.auth!r}",
+        )
+        if self.auth == "scram":
+            settings = _scram.scram_settings(
+                settings, self.sasl_username, self.sasl_password_file, self.ssl_ca_file
+            )
+        else:
+            for name in _SCRAM_FIELDS:
+                check(
+                    getattr(self, name) is None,
+                    self,
+                    name,
+                    f'is only used with auth = "scram" (auth is {self.auth!r})',
+                )
+        if self.auth == "msk_iam":
+            settings = self._msk_iam_settings(settings)
+        else:
+            check(
+                self.aws_region is None,
+                self,
+                "aws_region",
+                f'is only used with auth = "msk_iam" (auth is {self.auth!r})',
+            )
+        object.__setattr__(self, "librdkafka", types.MappingProxyType(settings))
+
+    def _msk_iam_settings(self, settings: dict[str, str]) -> dict[str, str]:
+        """Validates ``auth = "msk_iam"`` and returns ``librdkafka`` with its TLS/SASL settings."""
+        region = self.aws_region
+        check(
+            region is not None and _AWS_REGION.fullmatch(region) is not None,
+            self,
+            "aws_region",
+            f'auth = "msk_iam" needs the cluster\'s AWS region, e.g. "eu-west-1"; got {region!r}',
+        )
+        for key, value in _MSK_IAM_SETTINGS.items():
+            given = settings.get(key)
+            check(
+                given is None or given.lower() == value.lower(),
+                self,
+                f"librdkafka.{key}",
+                f'auth = "msk_iam" uses {key}={value}; remove {given!r} or set auth = '
+                '"passthrough"',
+            )
+        for key in _MSK_IAM_CONFLICTS:
+            check(
+                key not in settings,
+                self,
+                f"librdkafka.{key}",
+                'conflicts with auth = "msk_iam" (the token comes from the AWS credentials)',
+            )
+        _msk_iam.load_signer()  # the aws extra must be installed: fail at load, not at connect
+        return {**settings, **_MSK_IAM_SETTINGS}
+
+    def client_config(
+        self,
+        *,
+        defaults: Mapping[str, str | int | float | bool] | None = None,
+        required: Mapping[str, str | int | float | bool] | None = None,
+    ) -> dict[str, Any]:
+        """Builds a confluent-kafka configuration dict.
+
+        Args:
+            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
+            required: settings the application depends on (e.g. acks); they win.
+
+        Returns:
+            ``bootstrap.servers`` plus defaults, pass-through settings and required settings,
+            plus the authentication callbacks (:meth:`callbacks`). Values are librdkafka
+            scalars or, for ``oauth_cb``, a callable, which confluent-kafka accepts but its type
+            hints (``dict[str, str | int | float | bool]``) do not describe; hence ``Any``.
+        """
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            **(defaults or {}),
+            **self.librdkafka,
+            **(required or {}),
+            **self.callbacks(),
+        }
+
+    def callbacks(self) -> dict[str, Any]:
+        """The callback settings ``auth`` needs: ``{"oauth_cb": ...}`` for MSK IAM, the
+        ``error_cb`` that records a refused login for SCRAM (:class:`~._scram.AuthErrors`).
+
+        Callables cannot live in the text-only ``librdkafka`` table; clients not built by
+        :meth:`client_config` (the NELI members) add these to their settings themselves.
+        """
+        if self.auth == "scram":
+            return {"error_cb": _scram.AuthErrors(self.sasl_username)}
+        if self.auth != "msk_iam":
+            return {}
+        assert self.aws_region is not None  # checked in __post_init__
+        return {"oauth_cb": _msk_iam.MskIamTokenCallback(self.aws_region, _msk_iam.load_signer())}
+
+    def neli_kafka(self) -> dict[str, Any]:
+        """``librdkafka`` plus :meth:`callbacks`: the ``kafka`` passthrough for NELI members."""
+        return {**self.librdkafka, **self.callbacks()}
+
+    def __repr__(self) -> str:
+        """The fields, with every credential of ``librdkafka`` shown as ``"***"``."""
+        shown = ", ".join(
+            f"{f}={_scram.redacted(getattr(self, f)) if f == 'librdkafka' else getattr(self, f)!r}"
+            for f in _FIELDS
+        )
+        return f"BrokerConfig({shown})"
+
+
+_FIELDS = tuple(f.name for f in fields(BrokerConfig))
