@@ -28,22 +28,10 @@ from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, header_int, he
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, Quote, parse_quote
 from pricing_ha.subscribing.subscriber import _headers
+from tests import strategies
 
 FIELDS = ["instrument", "seq", "bid", "ask", "mid", "source_time_ns", "epoch"]
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=20)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+json_values = strategies.json_values(int_bits=70, max_size=3, max_leaves=8)
 # Objects shaped like quotes and prices (the interesting half of the input space), then any bytes.
 objects = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), json_values, max_size=8)
 # Valid prices too, so that a raw record gets past its value to its headers.

@@ -12,24 +12,12 @@ from hypothesis import strategies as st
 
 from neli import Heartbeat, HeartbeatDecodeError
 from neli._heartbeat_check import MAX_LED, MAX_META, MAX_STRING
+from tests import strategies
 
 WALL = 1_700_000_000.0
 KEYS = ["v", "g", "m", "n", "i", "c", "sm", "sw", "l", "x", "s"]
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=20)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+json_values = strategies.json_values(int_bits=80, max_size=4, max_leaves=20)
 #: The receiver's bound and partition count, or none.
 bounds = st.tuples(st.none() | st.floats(0, 2 * WALL), st.none() | st.integers(1, 64))
 
