@@ -33,9 +33,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
 
@@ -44,9 +43,10 @@ from pricing_ha.dedupe.arbitration import Arbiter, Bounds, Emission
 from pricing_ha.dedupe.control import RESET
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
-from pricing_ha.kafka.headers import CONTROL_HEADER, header_int, header_list, is_control
+from pricing_ha.kafka.headers import CONTROL_HEADER, header_list, is_control
 from pricing_ha.kafka.topics import fetch_metadata
-from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price
+from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.subscribing.delivery import Copy, Delivery, price_headers
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.telemetry import SubscriberTelemetry
 from pricing_ha.telemetry import Telemetry
@@ -59,56 +59,6 @@ log = logging.getLogger("pricing_ha.subscriber")
 _BATCH = 1000
 _WAIT_S = 0.1  # longest single poll, so stop requests and window expiries are seen promptly
 _R = TypeVar("_R")
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One price delivered to the application.
-
-    Attributes:
-        price: the decoded price.
-        partition: the Kafka partition it was read from.
-        offset: its offset there (of the winning copy, in direct mode).
-        source: the publisher, ``group/member`` from the headers (``"?"`` if absent).
-        gap_before: seqs missing right before this one (0 normally).
-        switched_from: in direct mode, the previous primary publisher if this delivery is a
-            publisher switch (see :mod:`pricing_ha.dedupe.arbitration`); else ``None``.
-        silence_s: time since this instrument's previous delivery (0.0 for its first).
-        publish_ns: the publisher's wall clock when it produced the price, or ``None``.
-        received_ns: the subscriber's wall clock when the price was delivered (after any
-            wait in the reorder window).
-    """
-
-    price: Price
-    partition: int
-    offset: int
-    source: str
-    gap_before: int
-    switched_from: str | None
-    silence_s: float
-    publish_ns: int | None
-    received_ns: int
-
-    @property
-    def instrument(self) -> str:
-        """The instrument."""
-        return self.price.instrument
-
-    @property
-    def seq(self) -> int:
-        """The source sequence number."""
-        return self.price.seq
-
-    @property
-    def latency_s(self) -> float:
-        """Publish-to-receive time (source-to-receive if the publish time is unknown)."""
-        start = self.source_time_ns if self.publish_ns is None else self.publish_ns
-        return (self.received_ns - start) / 1e9
-
-    @property
-    def source_time_ns(self) -> int:
-        """The source quote's time (Unix epoch nanoseconds)."""
-        return self.price.source_time_ns
 
 
 class ConsumerLike(Protocol):
@@ -139,44 +89,6 @@ def _fetch(consumer: ConsumerLike, wait_s: float) -> list[Message]:
     """
     first = consumer.consume(1, wait_s)
     return first + consumer.consume(_BATCH - 1, 0) if first else first
-
-
-class _Copy(NamedTuple):
-    """One received copy, held by the arbiter until it wins or is dropped."""
-
-    price: Price
-    partition: int
-    offset: int
-    publish_ns: int | None
-
-
-def _text(value: str | bytes | None) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else (value or "")
-
-
-def _headers(msg: Message) -> tuple[str, int | None, str | None, bool]:
-    """``group/member``, ``publish_ns`` and ``traceparent`` from a price's headers, and whether
-    one of them was malformed (``publish_ns`` not a decimal integer: then ``None``).
-
-    Only telemetry comes from headers, so a malformed one never costs the price: bytes that are
-    not UTF-8 are replaced, a bad ``publish_ns`` is left out.
-    """
-    headers = msg.headers() or ()
-    pairs = headers.items() if isinstance(headers, dict) else headers
-    group = member = "?"
-    publish_ns = traceparent = None
-    bad = False
-    for key, value in pairs:
-        if key == "group":
-            group = _text(value)
-        elif key == "member":
-            member = _text(value)
-        elif key == "publish_ns":
-            publish_ns = header_int(value)
-            bad = bad or publish_ns is None
-        elif key == "traceparent":
-            traceparent = _text(value)
-    return f"{group}/{member}", publish_ns, traceparent, bad
 
 
 class Subscriber:
@@ -227,7 +139,7 @@ class Subscriber:
             if direct
             else None
         )
-        self.arbiter: Arbiter[_Copy] = Arbiter(window_s, bounds)
+        self.arbiter: Arbiter[Copy] = Arbiter(window_s, bounds)
         # A broken or hostile topic can repeat one problem per record: one line per interval.
         self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
         # As many instruments as the relay admits over every partition (``[limits]``): a flood
@@ -397,7 +309,7 @@ class Subscriber:
                 self._max_instruments,
             )
             return
-        source, publish_ns, traceparent, bad = _headers(msg)
+        source, publish_ns, traceparent, bad = price_headers(msg)
         if bad:
             self.stats.bad_headers += 1
             self._warnings.warn(
@@ -406,7 +318,7 @@ class Subscriber:
                 msg.partition(),
                 msg.offset(),
             )
-        copy = _Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
+        copy = Copy(price, msg.partition() or 0, msg.offset() or 0, publish_ns)
         span = self._telemetry.start_process(
             traceparent,
             partition=copy.partition,
@@ -440,7 +352,7 @@ class Subscriber:
         log.warning("mark of %s reset by an operator (prices offset %s)", instrument, msg.offset())
 
     def _deliver(
-        self, emissions: list[Emission[_Copy]], now: float, wall: int, out: list[Delivery]
+        self, emissions: list[Emission[Copy]], now: float, wall: int, out: list[Delivery]
     ) -> None:
         stats = self.stats
         for e in emissions:

@@ -27,7 +27,7 @@ from pricing_ha.kafka.dead_letter import (
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, header_int, header_text
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price, encode_price
 from pricing_ha.publishing.quotes import InvalidQuoteError, Quote, parse_quote
-from pricing_ha.subscribing.subscriber import _headers
+from pricing_ha.subscribing.delivery import price_headers
 from tests import strategies
 
 FIELDS = ["instrument", "seq", "bid", "ask", "mid", "source_time_ns", "epoch"]
@@ -135,7 +135,7 @@ def test_header_helpers_are_total(hdrs: list[tuple[str, Any]]) -> None:
 @given(headers)
 def test_the_subscriber_reads_any_headers(hdrs: list[tuple[str, Any]]) -> None:
     """The subscriber's header reading never raises; a bad publish_ns is left out and flagged."""
-    _source, publish_ns, _trace, bad = _headers(message(b"K", b"", hdrs))
+    _source, publish_ns, _trace, bad = price_headers(message(b"K", b"", hdrs))
     assert publish_ns is None or publish_ns >= 0
     if not any(name == "publish_ns" for name, _value in hdrs):
         assert (publish_ns, bad) == (None, False)
