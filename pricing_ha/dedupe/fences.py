@@ -29,6 +29,13 @@ from pricing_ha.kafka.producers import ConfigValue
 
 __all__ = ["COMMIT_TIMEOUT_S", "Fences"]
 
+# What a call on a transactional producer can raise. Once the producer is fenced, confluent-kafka
+# raises librdkafka's fatal error from inside poll/flush/commit while delivery callbacks still
+# run there; the next callback to touch the C API then fails with SystemError, chained to the
+# fatal error. Both mean the same: this producer is done (a paused owner woke up fenced, and
+# its worker died of the SystemError until both were caught).
+_CALL_ERRORS = (KafkaException, SystemError)
+
 _INIT_ATTEMPT_S = 0.15  # one producer's try at init_transactions (see Fences._init)
 
 log = logging.getLogger("pricing_ha.relay")
@@ -82,7 +89,7 @@ class Fences:
 
     def _each(
         self, producers: list[tuple[int, Producer]], call: Callable[[Producer], Any]
-    ) -> Iterator[tuple[int, Producer, KafkaException | None]]:
+    ) -> Iterator[tuple[int, Producer, BaseException | None]]:
         """``call`` on every producer, side by side on the pool when there are several (each
         is a round trip to the transaction coordinator); yields each one's error or ``None``."""
         futures: list[Future[Any] | None] = [None] * len(producers)
@@ -94,8 +101,8 @@ class Fences:
                     call(producer)
                 else:
                     future.result()
-            except KafkaException as exc:
-                yield partition, producer, exc
+            except _CALL_ERRORS as exc:
+                yield partition, producer, _cause(exc)
             else:
                 yield partition, producer, None
 
@@ -166,8 +173,8 @@ class Fences:
             return producer
         try:
             producer.begin_transaction()
-        except KafkaException as exc:
-            self._lost(partition, f"begin_transaction failed: {exc}")
+        except _CALL_ERRORS as exc:
+            self._lost(partition, f"begin_transaction failed: {_cause(exc)}")
             return None
         self._open.add(partition)
         return producer
@@ -185,8 +192,8 @@ class Fences:
             producer = self._producers[partition]
             try:
                 producer.flush(COMMIT_TIMEOUT_S)  # a fenced producer raises here
-            except KafkaException as exc:
-                self._lost(partition, f"the transaction was not flushed: {exc}")
+            except _CALL_ERRORS as exc:
+                self._lost(partition, f"the transaction was not flushed: {_cause(exc)}")
                 failed.add(partition)
                 continue
             flushed.append((partition, producer))
@@ -222,11 +229,18 @@ class Fences:
             self._pool.shutdown(wait=False)
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """The fatal error behind a SystemError (see :data:`_CALL_ERRORS`), else ``exc``."""
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
+        return exc.__cause__
+    return exc
+
+
 def _abandon(producer: Producer) -> None:
     """Let a transactional producer go without waiting on it (it may be fenced: a flush or an
     abort could wait for an answer the broker never sends)."""
     try:
         producer.purge(in_queue=True, in_flight=True, blocking=False)
         producer.poll(0)
-    except (KafkaException, RuntimeError) as exc:
+    except (*_CALL_ERRORS, RuntimeError) as exc:
         log.debug("abandoning a producer: %s", exc)
