@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -88,6 +89,17 @@ class Rounds:
     ) -> dict[int, float]:
         """Per partition, the relay's input's own longest gap in the window (:class:`InputTail`)."""
         return {p: self.input.silence_ms(p, lo_ms, hi_ms) / 1000 for p in partitions}
+
+    def control_kinds(self, lo_ms: float, hi_ms: float) -> dict[str, int]:
+        """How many control records of each kind (takeover, release, handover, ...) were
+        produced on ``prices`` in [lo_ms, hi_ms], over every partition: what the relays did."""
+        kinds = Counter(
+            kind
+            for p in range(self.c.partitions)
+            for _, ts, _, kind in list(self.tail.controls[p])
+            if lo_ms <= ts <= hi_ms
+        )
+        return dict(sorted(kinds.items()))
 
     def _settled(self, balanced: bool) -> bool:
         leaders = self.view.leaders(self.group_id)
@@ -183,12 +195,14 @@ class Rounds:
         )
         if how == "sigterm":
             row["exit_code"] = proc.wait(30)
+        end_ms = time.time_ns() / 1e6
         if how == "sigstop":
             row["settled_as"] = self.settle()
-            settled_ms = time.time_ns() / 1e6
+            settled_ms = end_ms = time.time_ns() / 1e6
             row["settled_after_sigcont_s"] = round((settled_ms - resumed_ms) / 1000, 2)
             row["silence_until_settled_s"] = self.silence_s(affected, at_ms, settled_ms)
             row["zombie_records"] = self.zombies(row)  # so far: counted again at the end
+        row["control_records_by_kind"] = self.control_kinds(at_ms, end_ms)
         return row
 
     def _signal(self, proc: Proc, how: str, at_ms: float, row: dict[str, Any]) -> float:
@@ -264,6 +278,7 @@ class Rounds:
                 else self.input_silence_s(everything, entered_ms, settled_ms)
             ),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
+            "control_records_by_kind": self.control_kinds(join_ms, settled_ms),
             "settled_as": how,
         }
 
