@@ -151,6 +151,12 @@ class RelayConfig:
             wait out a grace period; subscribers read ``read_committed``. ``"none"``: one
             idempotent producer, owners kept apart by the grace period T and the output
             timeout alone (for a broker without transactions).
+        takeover_after_ms: D, how long a partition of ``prices`` must be quiet (no record on
+            it, no heartbeat of a member claiming it) before the one live member that
+            rendezvous hashing names takes it over, fenced by the broker, without waiting
+            for the group to notice (``pricing_ha/dedupe/detector.py``). At least two
+            pulses, so that one late heartbeat of a live owner does not look like a crash; 0
+            turns detection off (a crash then costs S and a rebalance). Default 350.
 
     Why S = 1000 ms: a relay crash is paid in full on ``prices``: the coordinator evicts the
     dead owner S after its last heartbeat, the group rebalances (on Apache Kafka, once every
@@ -172,8 +178,22 @@ class RelayConfig:
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
     fencing: str = "transactions"
+    takeover_after_ms: int = 350
 
     def __post_init__(self) -> None:
+        check(
+            self.takeover_after_ms == 0 or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
+            self,
+            "takeover_after_ms",
+            f"must be 0 (off) or at least two pulses (2 x pulse_interval_ms = "
+            f"{2 * self.pulse_interval_ms}), got {self.takeover_after_ms}",
+        )
+        check(
+            self.takeover_after_ms == 0 or self.fencing == "transactions",
+            self,
+            "takeover_after_ms",
+            "detection needs the broker's fencing (fencing = \"transactions\"); set it to 0",
+        )
         check(
             self.fencing in _FENCING,
             self,

@@ -97,6 +97,7 @@ class HandOvers:
         self._until: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
         self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
+        self._began: dict[int, float] = {}  # handing over since (monotonic)
         #: How long a revoked owner may go on emitting if no successor asks for the partition
         #: (one still assigned, only fenced, goes on: :meth:`_over`).
         self.bound_s = _HANDOVER_MAX_S
@@ -111,9 +112,10 @@ class HandOvers:
         """The partitions being handed over now."""
         return set(self._until)
 
-    def begin(self, partition: int) -> bool:
+    def begin(self, partition: int, *, bound_s: float | None = None) -> bool:
         """The partition was revoked (planned, or the session lost) or fenced: keep emitting
-        until the successor asks (False: no term).
+        until the successor asks (False: no term). ``bound_s`` replaces :attr:`bound_s` (a
+        partition taken over on suspicion waits for the group longer).
 
         Without fencing, an announcement on ``prices[k]`` says so, so that a successor whose
         marker finds the partition not released knows to wait for the release. A partition
@@ -124,7 +126,9 @@ class HandOvers:
             return False
         if partition in self._until:
             return True
-        self._until[partition] = time.monotonic() + self.bound_s
+        now = time.monotonic()
+        self._began[partition] = now
+        self._until[partition] = now + (self.bound_s if bound_s is None else bound_s)
         if not self._control.fencing:
             self._control.announce(partition, term)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
@@ -133,8 +137,9 @@ class HandOvers:
     def end(self, partition: int) -> float | None:
         """Stop handing ``partition`` over; how long the hand-over lasted, if there was one."""
         until = self._until.pop(partition, None)
+        began = self._began.pop(partition, None)
         self._ticked.pop(partition, None)
-        return None if until is None else time.monotonic() - until + self.bound_s
+        return None if until is None or began is None else time.monotonic() - began
 
     def asked(self, partition: int) -> bool:
         """Whether ``partition`` is being handed over and its successor has asked for it (a
@@ -218,6 +223,7 @@ class HandOvers:
             partition, term, now - since, self._read_as_of
         ):
             del self._until[partition]  # it goes on, led by NELI again
+            self._began.pop(partition, None)
             del self._given_back[partition]
             self._ticked.pop(partition, None)
             if not self._control.fencing:

@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
+from collections.abc import Collection
 from typing import Protocol
 
 from pricing_ha.config import AppConfig
@@ -129,7 +130,11 @@ class Succession:
     # -- the takeover -------------------------------------------------------------------------
 
     def establish(
-        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+        self,
+        partitions: list[int],
+        deferred: dict[int, TakeoverDeferredError],
+        *,
+        induced: Collection[int] = (),
     ) -> list[tuple[int, Snapshot]]:
         """The partitions whose takeover may start now, each with the marks to start from.
 
@@ -153,6 +158,9 @@ class Succession:
         Without fencing the marker was usually written in the grace period already (an early
         marker: :meth:`_from_early_markers`), and in a planned move the old owner's release
         lies above it by now: the takeover starts at once, with no marker to write.
+
+        ``induced``: partitions taken over on suspicion (:mod:`.detector`), which NELI does not
+        give this member: they are not given up for not being led.
         """
         early = self._from_early_markers(partitions)
         snaps = self._mark_ends([p for p in partitions if p not in early], deferred)
@@ -224,7 +232,7 @@ class Succession:
         for partition, snap in sorted(snaps.items()):
             if partition in deferred:
                 continue
-            if not self._neli.leads(partition):
+            if partition not in induced and not self._neli.leads(partition):
                 # Revoked while taking it up: this term ends before it began.
                 deferred[partition] = self._end_unbegun(
                     partition, snap, "no longer led when the takeover was ready", 0.05
