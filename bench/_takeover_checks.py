@@ -69,8 +69,9 @@ def takeovers_in(controls: Iterable[Ctl], lo_ms: float, hi_ms: float) -> list[Ct
 
 
 def relay_section(relay: RelayConfig) -> str:
-    """The ``[relay]`` section of a configuration file that sets ``relay``'s timing and
-    fencing (appended to a cluster's file: the relays read it like any deployment's)."""
+    """The ``[relay]`` section of a configuration file that sets ``relay``'s timing, fencing
+    and takeover threshold D (appended to a cluster's file: the relays read it like any
+    deployment's)."""
     return "\n".join(
         [
             "[relay]",
@@ -80,6 +81,7 @@ def relay_section(relay: RelayConfig) -> str:
             f"pulse_interval_ms = {relay.pulse_interval_ms}",
             f"output_timeout_ms = {relay.output_timeout_ms}",
             f'fencing = "{relay.fencing}"',
+            f"takeover_after_ms = {relay.takeover_after_ms}",
             "",
         ]
     )

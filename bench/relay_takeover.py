@@ -8,8 +8,10 @@ A cluster is a local Apache Kafka of its own, started for it, with one pipeline
 the synthetic feed (100 instruments x 10 Hz = 1,000 prices/s) running throughout. The relays
 read their timing from the ``[relay]`` section of the cluster's configuration file:
 ``session_timeout_ms`` S from ``--session-timeout-ms`` (default 6,000: Amazon MSK's default
-minimum session), and T = 600 ms, e = 200 ms, pulse 150 ms (the relay's defaults, which keep
-T + e < S and pulse <= T / 4); all are in the JSON's ``setup``. A thread follows ``prices``
+minimum session), the standby detector's threshold D (``takeover_after_ms``) from
+``--takeover-after-ms`` (default: the relay's own), and T = 600 ms, e = 200 ms, pulse 150 ms
+(the relay's defaults, which keep T + e < S and pulse <= T / 4); all are in the JSON's
+``setup``. A thread follows ``prices``
 ``read_committed`` (as subscribers read it) and keeps, per partition, every record's timestamp
 (set by the relay's producer) and ``relay`` header, and every control record's kind and writer.
 Each round, on a settled cluster (every partition led by exactly one live relay, which wrote
@@ -25,8 +27,8 @@ the latest records of the most partitions:
    join causes (the first hand-over announcement an old owner writes on ``prices``) until
    settled: the same, without the gaps of the new process's start-up, which here shares the 2
    cores with the whole pipeline;
-3. **sigstop**: SIGSTOP the active relay for ``--stop-s`` (default 2 s: well past a standby
-   detector's threshold, well below S), then SIGCONT. The silence as in 1, where the first
+3. **sigstop**: SIGSTOP the active relay for ``--stop-s`` (default 2 s: well past D, well
+   below S), then SIGCONT. The silence as in 1, where the first
    record that ends it may also be the stopped relay's own once continued; and the silence
    from the SIGSTOP until the cluster settles after the SIGCONT (the stopped relay's return,
    and any hand-over back to it, are part of the fault: its goal holds this one). **Zombie
@@ -190,6 +192,12 @@ def main() -> None:
         default=SESSION_MS,
         help="S of the relay group (6000: MSK's default minimum)",
     )
+    parser.add_argument(
+        "--takeover-after-ms",
+        type=int,
+        default=None,
+        help="D of the relays' standby detector (default: the relay's own; 0 without fencing)",
+    )
     parser.add_argument("--stop-s", type=float, default=2.0, help="how long a SIGSTOP lasts")
     parser.add_argument(
         "--quiet-s", type=float, default=0.0, help="fault-free window counting takeovers (0: none)"
@@ -202,8 +210,15 @@ def main() -> None:
     # SIGTERM unwinds (stopping every process started) instead of killing this process alone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The relay's own T, e and pulse at the chosen S: validated as any configuration is.
+    default = AppConfig().relay
+    detect = args.takeover_after_ms
+    if detect is None:  # detection needs the broker's fencing
+        detect = default.takeover_after_ms if args.fencing == "transactions" else 0
     relay = dataclasses.replace(
-        AppConfig().relay, session_timeout_ms=args.session_timeout_ms, fencing=args.fencing
+        default,
+        session_timeout_ms=args.session_timeout_ms,
+        fencing=args.fencing,
+        takeover_after_ms=detect,
     )
     retained_values = [int(r) for r in args.retained.split(",")]
     began = time.monotonic()
@@ -229,6 +244,7 @@ def main() -> None:
             "relay_pulse_interval_ms": relay.pulse_interval_ms,
             "relay_output_timeout_ms": relay.output_timeout_ms,
             "relay_fencing": relay.fencing,
+            "relay_takeover_after_ms": relay.takeover_after_ms,
             "sigstop_s": args.stop_s,
             "quiet_window_s": args.quiet_s,
             "baseline": {

@@ -70,7 +70,9 @@ def test_seq_defects_of_a_clean_topic_are_zero() -> None:
 
 def test_the_relay_section_configures_the_relays_as_given(tmp_path: Path) -> None:
     """The section, loaded as a config file, yields exactly the relay config it was made from."""
-    relay = RelayConfig(session_timeout_ms=6000, threshold_ms=600, pulse_interval_ms=150)
+    relay = RelayConfig(
+        session_timeout_ms=6000, threshold_ms=600, pulse_interval_ms=150, takeover_after_ms=500
+    )
     path = tmp_path / "c.toml"
     path.write_text(relay_section(relay))
     assert load_config(path, env={}).relay == relay
