@@ -204,11 +204,13 @@ def _clean(topic: dict[str, int]) -> bool:
 
 
 def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
-    """Where ``prices`` repeats or reorders a seq: the first ``limit`` such records, each
-    with the copy (or the higher seq) it follows, to line them up with the run's events.
+    """Where ``prices`` repeats, reorders or skips a seq: the first ``limit`` such records,
+    each with the copy (or the higher seq, or the record before the skip) it follows, to line
+    them up with the run's events.
 
-    Each entry: instrument, seq, kind (``duplicate`` or ``out_of_order``), and for the record
-    and the earlier one: partition, offset, timestamp (ms) and the relay member that wrote it.
+    Each entry: instrument, seq, kind (``duplicate``, ``out_of_order``, or ``gap`` with how
+    many seqs were skipped), and for the record and the earlier one: partition, offset,
+    timestamp (ms) and the relay member that wrote it.
     Grouped per partition as runs of consecutive offsets, so a window of two writers shows as
     one run.
     """
@@ -246,6 +248,17 @@ def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
                     "kind": "out_of_order",
                     "instrument": instrument,
                     "seq": seq,
+                    "record": where(r),
+                    "after": where(top),
+                }
+            )
+        elif top is not None and seq > int(top.headers["seq"]) + 1:
+            found.append(
+                {
+                    "kind": "gap",
+                    "instrument": instrument,
+                    "seq": seq,
+                    "skipped": seq - int(top.headers["seq"]) - 1,
                     "record": where(r),
                     "after": where(top),
                 }

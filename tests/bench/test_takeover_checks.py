@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from _pipeline import seq_defects
+from _pipeline import locate_defects, seq_defects
 from _takeover_checks import relay_section, takeovers_in, zombie_records
 
 from pricing_ha.config import AppConfig, RelayConfig, load_config
@@ -14,7 +14,8 @@ from pricing_ha.local.cluster import Record
 
 def _price(partition: int, offset: int, instrument: str, seq: int, epoch: int = 0) -> Record:
     value = orjson.dumps({"instrument": instrument, "seq": seq, "epoch": epoch})
-    return Record(partition, offset, instrument.encode(), value, {}, 1000 + offset)
+    headers = {"seq": str(seq), "relay": "r1"}
+    return Record(partition, offset, instrument.encode(), value, headers, 1000 + offset)
 
 
 def test_a_stopped_relays_record_after_its_successors_first_is_a_zombie() -> None:
@@ -77,3 +78,12 @@ def test_the_relay_section_configures_the_relays_as_given(tmp_path: Path) -> Non
     path.write_text(relay_section(relay))
     assert load_config(path, env={}).relay == relay
     assert relay != AppConfig().relay  # the section changed something
+
+
+def test_locate_defects_says_where_a_seq_was_skipped() -> None:
+    """A skip of seqs 3 and 4 is located at the record after it, with how many were skipped."""
+    prices = [_price(0, 0, "A", 1), _price(0, 1, "A", 2), _price(0, 2, "A", 5)]
+    found = locate_defects(prices)["first"]
+    assert [(d["kind"], d["seq"], d["skipped"], d["record"]["offset"]) for d in found] == [
+        ("gap", 5, 2, 2)
+    ]
