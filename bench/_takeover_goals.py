@@ -9,8 +9,9 @@ retained, S = 6,000 ms, 1,000 prices/s, a 10-minute quiet window) is said once, 
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from _takeover_rounds import pct
 
 KILL_P99_S = 0.6  # relay owner SIGKILL: silence on prices at p99
 STOP_P99_S = 0.6  # relay owner SIGSTOP past the detector's threshold: the same bound
@@ -23,11 +24,9 @@ QUIET_S = 600.0
 
 
 def p99(values: list[float]) -> float | None:
-    """The 99th percentile (nearest rank) of ``values`` (None: there are none)."""
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(0, math.ceil(0.99 * len(s)) - 1)]
+    """The 99th percentile (nearest rank, as :func:`_takeover_rounds.pct`) of ``values``
+    (None: there are none)."""
+    return pct(values).get("p99")
 
 
 def worst_per_event(
