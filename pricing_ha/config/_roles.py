@@ -156,7 +156,8 @@ class RelayConfig:
             rendezvous hashing names takes it over, fenced by the broker, without waiting
             for the group to notice (``pricing_ha/dedupe/detector.py``). At least two
             pulses, so that one late heartbeat of a live owner does not look like a crash; 0
-            turns detection off (a crash then costs S and a rebalance). Default 350.
+            turns detection off (a crash then costs S and a rebalance). Default (unset):
+            350, or two pulses if that is more.
 
     Why S = 1000 ms: a relay crash is paid in full on ``prices``: the coordinator evicts the
     dead owner S after its last heartbeat, the group rebalances (on Apache Kafka, once every
@@ -178,21 +179,24 @@ class RelayConfig:
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
     fencing: str = "transactions"
-    takeover_after_ms: int = 350
+    takeover_after_ms: int | None = None
+
+    @property
+    def takeover_after_s(self) -> float:
+        """D in seconds (0: detection off), the default applied."""
+        if self.takeover_after_ms is None:
+            return max(350, 2 * self.pulse_interval_ms) / 1000
+        return self.takeover_after_ms / 1000
 
     def __post_init__(self) -> None:
         check(
-            self.takeover_after_ms == 0 or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
+            self.takeover_after_ms is None
+            or self.takeover_after_ms == 0
+            or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
             self,
             "takeover_after_ms",
             f"must be 0 (off) or at least two pulses (2 x pulse_interval_ms = "
             f"{2 * self.pulse_interval_ms}), got {self.takeover_after_ms}",
-        )
-        check(
-            self.takeover_after_ms == 0 or self.fencing == "transactions",
-            self,
-            "takeover_after_ms",
-            "detection needs the broker's fencing (fencing = \"transactions\"); set it to 0",
         )
         check(
             self.fencing in _FENCING,

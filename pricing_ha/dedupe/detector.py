@@ -90,8 +90,7 @@ class Detector:
     def quiet_for(self, partition: int, now: float) -> float | None:
         """How long ``partition`` has been quiet as this member can tell, or ``None`` when
         this member's view cannot tell (see the module docstring)."""
-        d = self.threshold_s
-        fresh = self.liveness.fresh_since(d, now)
+        fresh = self.liveness.fresh_since(now)
         if fresh is None or self._recovering() or not self._caught_up(partition):
             return None
         heard = max(

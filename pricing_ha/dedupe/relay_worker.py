@@ -182,12 +182,12 @@ class RelayWorker(PartitionWorker):
         self._next_tend = 0.0
         self._liveness = liveness
         self._tracer = telemetry.tracer()
-        d_ms = cfg.relay.takeover_after_ms
+        d_s = cfg.relay.takeover_after_s
         self.detector = (
             None
-            if liveness is None or d_ms == 0
+            if liveness is None or d_s == 0
             else Detector(
-                d_ms / 1000,
+                d_s,
                 liveness.liveness,
                 last_record=self.standby.last_record,
                 caught_up=self.standby.caught_up,
