@@ -70,18 +70,17 @@ def takeovers_in(controls: Iterable[Ctl], lo_ms: float, hi_ms: float) -> list[Ct
 
 def relay_section(relay: RelayConfig) -> str:
     """The ``[relay]`` section of a configuration file that sets ``relay``'s timing, fencing
-    and takeover threshold D (appended to a cluster's file: the relays read it like any
-    deployment's)."""
-    return "\n".join(
-        [
-            "[relay]",
-            f"session_timeout_ms = {relay.session_timeout_ms}",
-            f"threshold_ms = {relay.threshold_ms}",
-            f"clock_skew_ms = {relay.clock_skew_ms}",
-            f"pulse_interval_ms = {relay.pulse_interval_ms}",
-            f"output_timeout_ms = {relay.output_timeout_ms}",
-            f'fencing = "{relay.fencing}"',
-            f"takeover_after_ms = {relay.takeover_after_ms}",
-            "",
-        ]
-    )
+    and takeover threshold D, if set (appended to a cluster's file: the relays read it like
+    any deployment's)."""
+    lines = [
+        "[relay]",
+        f"session_timeout_ms = {relay.session_timeout_ms}",
+        f"threshold_ms = {relay.threshold_ms}",
+        f"clock_skew_ms = {relay.clock_skew_ms}",
+        f"pulse_interval_ms = {relay.pulse_interval_ms}",
+        f"output_timeout_ms = {relay.output_timeout_ms}",
+        f'fencing = "{relay.fencing}"',
+    ]
+    if relay.takeover_after_ms is not None:  # unset: the relay's own default
+        lines.append(f"takeover_after_ms = {relay.takeover_after_ms}")
+    return "\n".join([*lines, ""])

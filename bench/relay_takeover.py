@@ -210,16 +210,16 @@ def main() -> None:
     # SIGTERM unwinds (stopping every process started) instead of killing this process alone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The relay's own T, e and pulse at the chosen S: validated as any configuration is.
-    default = AppConfig().relay
-    detect = args.takeover_after_ms
-    if detect is None:  # detection needs the broker's fencing
-        detect = default.takeover_after_ms if args.fencing == "transactions" else 0
     relay = dataclasses.replace(
-        default,
+        AppConfig().relay,
         session_timeout_ms=args.session_timeout_ms,
         fencing=args.fencing,
-        takeover_after_ms=detect,
+        takeover_after_ms=args.takeover_after_ms,
     )
+    # D as the relays apply it, written out so that the file and the JSON say the same (the
+    # detector runs only with the broker's fencing)
+    detect = round(relay.takeover_after_s * 1000) if relay.fencing == "transactions" else 0
+    relay = dataclasses.replace(relay, takeover_after_ms=detect)
     retained_values = [int(r) for r in args.retained.split(",")]
     began = time.monotonic()
     load_at_start = round(os.getloadavg()[0], 2)

@@ -87,3 +87,11 @@ def test_locate_defects_says_where_a_seq_was_skipped() -> None:
     assert [(d["kind"], d["seq"], d["skipped"], d["record"]["offset"]) for d in found] == [
         ("gap", 5, 2, 2)
     ]
+
+
+def test_the_relay_section_leaves_an_unset_threshold_to_the_relays_default(tmp_path: Path) -> None:
+    """A config whose D is unset loads back unset (the relay then applies its own default)."""
+    relay = RelayConfig(session_timeout_ms=6000)
+    path = tmp_path / "c.toml"
+    path.write_text(relay_section(relay))
+    assert load_config(path, env={}).relay == relay
