@@ -90,6 +90,11 @@ class Rounds:
         """Per partition, the relay's input's own longest gap in the window (:class:`InputTail`)."""
         return {p: self.input.silence_ms(p, lo_ms, hi_ms) / 1000 for p in partitions}
 
+    def exited(self) -> dict[str, int | None]:
+        """The relays meant to be live whose processes have exited, with their exit codes."""
+        procs = {r: self.c.members[f"relay-{r}"] for r in sorted(self.live)}
+        return {r: p.popen.returncode for r, p in procs.items() if not p.alive()}
+
     def control_kinds(self, lo_ms: float, hi_ms: float) -> dict[str, int]:
         """How many control records of each kind (takeover, release, handover, ...) were
         produced on ``prices`` in [lo_ms, hi_ms], over every partition: what the relays did."""
@@ -289,7 +294,10 @@ class Rounds:
             for fault in FAULTS:
                 row = self.join() if fault == "join" else self.stop_active(fault)
                 if row is None:
-                    self.diagnostic = f"round {i} {fault}: not taken over within 90 s"
+                    self.diagnostic = (
+                        f"round {i} {fault}: not taken over within 90 s; relays meant to be "
+                        f"live that had exited (exit code): {self.exited()}"
+                    )
                     print(f"  {self.diagnostic}", flush=True)
                     return rows
                 row["round"] = i
