@@ -18,15 +18,18 @@ hold the relay's worker thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pricing_ha.kafka.producers import ConfigValue
 
 __all__ = ["COMMIT_TIMEOUT_S", "Fences"]
+
+_INIT_ATTEMPT_S = 0.15  # one producer's try at init_transactions (see Fences._init)
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -104,29 +107,57 @@ class Fences:
         is), and its open transaction is aborted. A partition whose initialisation failed
         (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
         """
-        made = []
         for partition in partitions:
             self.discard(partition)
-            config = {
-                **self._config,
-                "transactional.id": self.transactional_id(partition),
-                "client.id": f"{self._client_prefix}-{partition}",
-            }
-            made.append((partition, self._make(config)))
+        futures: dict[int, Future[Producer] | None] = dict.fromkeys(partitions)
+        if self._pool is not None and len(partitions) > 1:
+            futures = {p: self._pool.submit(self._init, p, timeout_s) for p in partitions}
         done: set[int] = set()
-        for partition, producer, err in self._each(
-            made, lambda pr: pr.init_transactions(timeout_s)
-        ):
-            if err is not None:
-                self.problem = f"partition {partition}: init_transactions failed: {err}"
+        for partition, future in futures.items():
+            try:
+                producer = self._init(partition, timeout_s) if future is None else future.result()
+            except KafkaException as exc:
+                self.problem = f"partition {partition}: init_transactions failed: {exc}"
                 log.warning("%s", self.problem)
-                _abandon(producer)
                 continue
             self._producers[partition] = producer
             done.add(partition)
         if done:
             self.problem = None
         return done
+
+    def _init(self, partition: int, timeout_s: float) -> Producer:
+        """A producer of the partition's ``transactional.id``, initialised.
+
+        When the previous holder left a transaction open (it crashed mid-batch), the broker
+        answers the first ``InitProducerId`` with CONCURRENT_TRANSACTIONS while it aborts that
+        transaction, and librdkafka asks again only after a fixed 500 ms. A fresh producer
+        asks at once: so each attempt gets :data:`_INIT_ATTEMPT_S`, then is let go and a new
+        one tries, until ``timeout_s``. (A takeover after a crash measured 0.58 s of
+        initialisation with one producer.) An attempt let go has had its answer, so it sends
+        nothing more; should one still land late, it only fences this producer, whose next
+        write then fails and the partition starts over: never two writers.
+        """
+        deadline = time.monotonic() + timeout_s
+        config = {
+            **self._config,
+            "transactional.id": self.transactional_id(partition),
+            "client.id": f"{self._client_prefix}-{partition}",
+        }
+        while True:
+            producer = self._make(config)
+            left = deadline - time.monotonic()
+            try:
+                producer.init_transactions(max(0.01, min(_INIT_ATTEMPT_S, left)))
+            except KafkaException as exc:
+                _abandon(producer)
+                del producer  # destroyed here: its retry timer must not fire later
+                if not exc.args[0].retriable() and exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            return producer
 
     def begin(self, partition: int) -> Producer | None:
         """The partition's producer, in a transaction (``None``: it has none, or lost it)."""

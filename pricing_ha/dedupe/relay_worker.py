@@ -296,7 +296,7 @@ class RelayWorker(PartitionWorker):
         partitions = [p for p in partitions if p not in deferred]
         # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace
         # period that NELI ended on evidence may have left no time for a probe and a read ahead).
-        self._read_ahead([p for p in partitions if p in self.wanted])
+        self._read_ahead([p for p in partitions if p in self.wanted or suspected])
         taken: list[int] = []
         induced = partitions if suspected else ()
         for partition, snap in self._succession.establish(partitions, deferred, induced=induced):
