@@ -130,7 +130,7 @@ class OutputProducers:
             id_prefix=f"{raw_group}.{cfg.topics.prices}",
             client_prefix=f"relay-{member}-prices",
             make=producer_factory or (lambda config: Producer(config, logger=log)),
-            on_lost=self._failed.add,
+            on_lost=self._lost,
             workers=cfg.topics.partitions if self.fencing and parallel_commits else 0,
         )
         #: The relay's one idempotent producer (replaced when wedged).
@@ -209,6 +209,16 @@ class OutputProducers:
             seen.popleft()
         offset, produced = seen[0]
         return produced if offset < position else float("-inf")
+
+    def _lost(self, partition: int) -> None:
+        """A partition's transaction failed (fenced, or not answered).
+
+        Looked up at each loss: :meth:`take_failed` replaces the set, and a bound ``add`` of
+        the first set, passed to the fences, kept adding to it, so every fenced commit after
+        the first went unreported and the hot path committed its input past prices the broker
+        had aborted: lost (a wrong suspicion, a zombie, a takeover after 0.3 s).
+        """
+        self._failed.add(partition)
 
     def take_failed(self) -> set[int]:
         """Replace a wedged producer; return (and forget) the partitions whose output failed."""

@@ -212,6 +212,7 @@ class RelayWorker(PartitionWorker):
         self.standby.start()
         if self._liveness is not None:
             self._liveness.start()
+        self._raw.warm()  # before the worker thread uses the consumer
         super().start()
 
     def stop(self) -> None:
