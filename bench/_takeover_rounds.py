@@ -232,10 +232,10 @@ class Rounds:
         self.live.add(name)
         how = self.settle()
         settled_ms = time.time_ns() / 1e6
-        # The join reaches the price path when the group rebalances: the old owners are
-        # revoked and announce their hand-overs. Before that, only the new process's start-up
+        # The join reaches the price path when the group rebalances: the new owners probe the
+        # partitions it gives them. Before that, only the new process's start-up
         # shares the machine's 2 cores with the pipeline (on its own host it would not).
-        entered_ms = self.tail.first_announcement_ms(join_ms, settled_ms)
+        entered_ms = self.tail.first_probe_ms(join_ms, settled_ms)
         moved = {
             p: gap / 1000
             for p in range(self.c.partitions)
@@ -334,7 +334,6 @@ def run_cluster(
     hz: float,
     retained: int,
     *,
-    fencing: str,
     index: int,
     measure_costs: bool,
 ) -> ClusterRun:
@@ -347,7 +346,6 @@ def run_cluster(
     with LocalKafka() as broker, ProcessGroup(workdir / "logs") as procs:
         summary["broker_startup_s"] = round(broker.startup_s or 0.0, 2)
         c = PricingCluster(procs, broker.bootstrap, workdir)
-        c.env["PRICING_HA__RELAY__FENCING"] = fencing
         c.create_topics()
         summary["preload"] = preload(broker.bootstrap, c.topics["prices"], c.partitions, retained)
         try:

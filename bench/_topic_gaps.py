@@ -2,7 +2,7 @@
 
 :class:`PricesTail` follows ``prices`` throughout: every record's producer timestamp and
 ``relay`` header, how long each took to reach this reader (the same run's one-hop reference),
-and when each hand-over announcement was written. :class:`InputTail` follows ``prices.raw``,
+and when each probe was written. :class:`InputTail` follows ``prices.raw``,
 the relays' input, both publishing groups' copies as one. A silence is the longest gap between
 consecutive timestamps whose later one falls in a window (:func:`max_gap_ms`); the hand-over
 gap is the one at a change of relay (:func:`handover_gap_ms`); the baseline is the longest gap
@@ -18,7 +18,7 @@ import time
 from _common import TopicTail
 from confluent_kafka import OFFSET_END, Message
 
-from pricing_ha.dedupe.control import HANDOVER
+from pricing_ha.dedupe.control import PROBE
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
 
 Rec = tuple[int, int, str]  # offset, timestamp ms, relay
@@ -30,19 +30,17 @@ class PricesTail:
 
     Also keeps each record's hop: how long after its producer timestamp (the relay's
     ``produce()``) this reader had it, the wall clock being the same on the machine; and the
-    producer timestamps of the relays' hand-over announcements (a relay writes one on each
-    partition it is revoked: the moment a rebalance reaches the price path).
+    producer timestamps of the relays' probes (a relay writes one on each partition a
+    rebalance gives it, in its grace period: the moment a rebalance reaches the price path).
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, skip: str) -> None:
         """Start following (records whose key starts with ``skip`` are the preload: ignored)."""
         self.records: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
         self.hops: list[tuple[int, float]] = []  # (timestamp ms, received - timestamp ms)
-        self.announced_ms: list[int] = []  # hand-over announcements' timestamps, as read
+        self.probed_ms: list[int] = []  # probes' timestamps, as read
         self._skip = skip.encode()
-        self._tail = TopicTail(
-            bootstrap, [topic], partitions, self._keep, on_control=self._announcements
-        )
+        self._tail = TopicTail(bootstrap, [topic], partitions, self._keep, on_control=self._probes)
 
     def _keep(self, batch: list[Message], _received: float) -> None:
         now_ms = time.time() * 1000
@@ -55,17 +53,17 @@ class PricesTail:
             self.records[p].append((offset, ts, relay))
             self.hops.append((ts, now_ms - ts))
 
-    def _announcements(self, batch: list[Message]) -> None:
+    def _probes(self, batch: list[Message]) -> None:
         for msg in batch:
             headers = msg.headers()
             if is_control(msg.key(), headers) and header_dict(headers).get(CONTROL_HEADER) == (
-                HANDOVER.decode()
+                PROBE.decode()
             ):
-                self.announced_ms.append(msg.timestamp()[1])
+                self.probed_ms.append(msg.timestamp()[1])
 
-    def first_announcement_ms(self, lo_ms: float, hi_ms: float) -> int | None:
-        """The earliest hand-over announcement produced in [lo_ms, hi_ms], if any."""
-        return min((ts for ts in list(self.announced_ms) if lo_ms <= ts <= hi_ms), default=None)
+    def first_probe_ms(self, lo_ms: float, hi_ms: float) -> int | None:
+        """The earliest probe produced in [lo_ms, hi_ms], if any."""
+        return min((ts for ts in list(self.probed_ms) if lo_ms <= ts <= hi_ms), default=None)
 
     def hops_ms(self, lo_ms: float, hi_ms: float) -> list[float]:
         """The hops of the records produced in [lo_ms, hi_ms]."""
