@@ -195,8 +195,7 @@ class HandOvers:
         back, with no probe or takeover marker of another member after this member's term.
         Anyone who led the partition meanwhile wrote its marker while it led, which was before
         NELI gave the partition back. If somebody did, the partition is dropped and taken up
-        afresh (a takeover: new marks, and the wait for its output in the worker's
-        ``assign_many``). Until the tail has read that far (a tick gives it something to read
+        afresh (a takeover: the other member fenced, new marks). Until the tail has read that far (a tick gives it something to read
         back), the hand-over's rule goes on deciding whether it may emit.
         """
         now = time.monotonic()

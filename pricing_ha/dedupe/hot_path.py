@@ -344,10 +344,7 @@ class HotPath:
 
         Nothing failed there: what went out is flushed like any output, what did not is not
         committed, so the successor re-reads it. Such a partition is released as usual
-        (:meth:`~.relay_worker.RelayWorker.unassign`). Counted as failed output, it started
-        over in place and was never released, so its successor waited out its whole wait for
-        a release (seen in the takeover benchmark whenever the request arrived while a batch
-        was being emitted).
+        (:meth:`~.relay_worker.RelayWorker.unassign`), not dropped as failed output.
         """
         return {p for p in lost if not self._asked(p)}
 

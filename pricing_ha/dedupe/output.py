@@ -20,8 +20,8 @@ the end of each batch (:meth:`RelayOutput.flush`), and when idle (:meth:`RelayOu
 it returns the partitions whose output failed, to be started over (:mod:`.hot_path`).
 
 The producers it writes through, with fencing and the replacement of a wedged producer, are
-:mod:`.output_producers`; the control records on ``prices`` (markers, checkpoints, hand-over
-notices) are written by :mod:`.control_writer`.
+:mod:`.output_producers`; the control records on ``prices`` (markers, checkpoints,
+ticks) are written by :mod:`.control_writer`.
 """
 
 from __future__ import annotations
