@@ -145,6 +145,12 @@ class RelayConfig:
             (eager: every partition is revoked and assigned again, and the relay hands each
             over, the old owner emitting until its successor asks, so a join costs no
             silence).
+        takeover_after_ms: D, how long a partition of ``prices`` must be quiet (no record on
+            it, no heartbeat of a member claiming it) before the one live member that
+            rendezvous hashing names takes it over, fenced by the broker, without waiting
+            for the group to notice (``pricing_ha/dedupe/detector.py``). At least two
+            pulses, so that one late heartbeat of a live owner does not look like a crash; 0
+            turns detection off (a crash then costs S and a rebalance). Default 350.
 
     The relay always fences by the broker: each owned partition of ``prices`` is written by a
     transactional producer of its own (``transactional.id`` derived from the partition), so a
@@ -171,6 +177,7 @@ class RelayConfig:
     output_timeout_ms: int = 1000
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
+    takeover_after_ms: int = 350
 
     #: Keys an old configuration may still set, and why they are refused.
     REMOVED_KEYS: ClassVar[Mapping[str, str]] = {
@@ -180,6 +187,13 @@ class RelayConfig:
     }
 
     def __post_init__(self) -> None:
+        check(
+            self.takeover_after_ms == 0 or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
+            self,
+            "takeover_after_ms",
+            f"must be 0 (off) or at least two pulses (2 x pulse_interval_ms = "
+            f"{2 * self.pulse_interval_ms}), got {self.takeover_after_ms}",
+        )
         check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
         check_ms(self, "threshold_ms", self.threshold_ms)
         check_ms(self, "clock_skew_ms", self.clock_skew_ms, 0)

@@ -96,6 +96,7 @@ class HandOvers:
         self._until: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
         self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
         self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
+        self._began: dict[int, float] = {}  # handing over since (monotonic)
         #: How long a revoked owner may go on emitting if no successor asks for the partition
         #: (one still assigned, only fenced, goes on: :meth:`_over`).
         self.bound_s = _HANDOVER_MAX_S
@@ -110,25 +111,29 @@ class HandOvers:
         """The partitions being handed over now."""
         return set(self._until)
 
-    def begin(self, partition: int) -> bool:
+    def begin(self, partition: int, *, bound_s: float | None = None) -> bool:
         """The partition was revoked (planned, or the session lost) or fenced: keep emitting
-        until the successor asks (False: no term). A partition already being handed over
-        (fenced, then its session lost) goes on as it was.
+        until the successor asks (False: no term). ``bound_s`` replaces :attr:`bound_s` (a
+        partition taken over on suspicion waits for the group longer). A partition already
+        being handed over (fenced, then its session lost) goes on as it was.
         """
         term = self._terms.get(partition)
         if term is None:
             return False
         if partition in self._until:
             return True
-        self._until[partition] = time.monotonic() + self.bound_s
+        now = time.monotonic()
+        self._began[partition] = now
+        self._until[partition] = now + (self.bound_s if bound_s is None else bound_s)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
 
     def end(self, partition: int) -> float | None:
         """Stop handing ``partition`` over; how long the hand-over lasted, if there was one."""
         until = self._until.pop(partition, None)
+        began = self._began.pop(partition, None)
         self._ticked.pop(partition, None)
-        return None if until is None else time.monotonic() - until + self.bound_s
+        return None if until is None or began is None else time.monotonic() - began
 
     def asked(self, partition: int) -> bool:
         """Whether ``partition`` is being handed over and its successor has asked for it (a
@@ -195,8 +200,9 @@ class HandOvers:
         back, with no probe or takeover marker of another member after this member's term.
         Anyone who led the partition meanwhile wrote its marker while it led, which was before
         NELI gave the partition back. If somebody did, the partition is dropped and taken up
-        afresh (a takeover: the other member fenced, new marks). Until the tail has read that far (a tick gives it something to read
-        back), the hand-over's rule goes on deciding whether it may emit.
+        afresh (a takeover: the other member fenced, new marks). Until the tail has read that
+        far (a tick gives it something to read back), the hand-over's rule goes on deciding
+        whether it may emit.
         """
         now = time.monotonic()
         since = self._given_back.setdefault(partition, now)
@@ -205,6 +211,7 @@ class HandOvers:
             partition, term, now - since, self._read_as_of
         ):
             del self._until[partition]  # it goes on, led by NELI again
+            self._began.pop(partition, None)
             del self._given_back[partition]
             self._ticked.pop(partition, None)
         elif term is None or self._standby.requested_after(partition, term):

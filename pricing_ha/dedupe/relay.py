@@ -40,6 +40,7 @@ from pathlib import Path
 
 from neli import Mode, Variant
 from pricing_ha.config import AppConfig
+from pricing_ha.dedupe.liveness import Liveness, LivenessReader
 from pricing_ha.dedupe.records import RawPrice, parse_raw
 from pricing_ha.dedupe.relay_clients import RelayClients, raw_group_id, relay_group_id
 from pricing_ha.dedupe.relay_worker import RelayWorker
@@ -101,7 +102,14 @@ class Relay(WorkerMember):
             assignment_strategy=r.assignment_strategy,
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
-        worker = RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel)
+        liveness = None
+        if r.takeover_after_ms:
+            liveness = LivenessReader(
+                cfg.broker.client_config(required={"client.id": f"relay-{member}-liveness"}),
+                cfg.topics.neli,
+                Liveness(relay_group_id(group), neli.member_id),
+            )
+        worker = RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel, liveness=liveness)
         super().__init__(neli, worker, telemetry)
 
 

@@ -36,9 +36,11 @@ from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Bounds
 from pricing_ha.dedupe.control import RELEASE
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.detector import Detector
 from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.hot_path import HotPath
+from pricing_ha.dedupe.liveness import LivenessReader
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.raw_input import RawInput
@@ -79,8 +81,13 @@ class RelayWorker(PartitionWorker):
         *,
         telemetry: Telemetry,
         clients: RelayClients | None = None,
+        liveness: LivenessReader | None = None,
     ) -> None:
-        """Create the clients; nothing is read until :meth:`start`."""
+        """Create the clients; nothing is read until :meth:`start`.
+
+        ``liveness`` (the reader of the relay group's heartbeats) turns on the takeover
+        detector (:mod:`.detector`) when ``[relay] takeover_after_ms`` is not 0.
+        """
         clients = clients or RelayClients(consumer=kafka_consumer)
         super().__init__("relay", clients.raw_consumer(cfg, group, member), neli.leads)
         self._cfg = cfg
@@ -150,6 +157,27 @@ class RelayWorker(PartitionWorker):
             resets=self.standby.resets_after,
         )
         self._next_tend = 0.0
+        self._liveness = liveness
+        self._tracer = telemetry.tracer()
+        d_ms = cfg.relay.takeover_after_ms
+        self.detector = (
+            None
+            if liveness is None or d_ms == 0
+            else Detector(
+                d_ms / 1000,
+                liveness.liveness,
+                last_record=self.standby.last_record,
+                caught_up=self.standby.caught_up,
+                recovering=neli.recovering,
+                started=time.monotonic(),
+            )
+        )
+        # A partition taken over on suspicion is held like one handed over until the group's
+        # assignee asks for it: that takes the group S and a rebalance, so the bound is longer.
+        self._suspected_bound_s = max(
+            self._handovers.bound_s, 2 * cfg.relay.session_timeout_ms / 1000 + 5.0
+        )
+        self._pulsed: dict[int, float] = {}  # partition -> when this member last ticked it
         # taken up as the grace period ended -> NELI's assignment time then, and how many of
         # NELI's events had arrived before its grace period ended (see _tend_grace)
         self._taken_early: dict[int, tuple[float | None, int]] = {}
@@ -157,8 +185,10 @@ class RelayWorker(PartitionWorker):
         self._last_event: dict[int, int] = {}  # partition -> the count at its latest event
 
     def start(self) -> None:
-        """Start the standby tail, then the worker thread."""
+        """Start the standby tail (and the heartbeats' reader), then the worker thread."""
         self.standby.start()
+        if self._liveness is not None:
+            self._liveness.start()
         super().start()
 
     def stop(self) -> None:
@@ -217,7 +247,9 @@ class RelayWorker(PartitionWorker):
         if partition in deferred:
             raise deferred[partition]
 
-    def assign_many(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
+    def assign_many(
+        self, partitions: list[int], *, suspected: bool = False
+    ) -> dict[int, TakeoverDeferredError]:
         """Take partitions up: takeover marker, the standby's marks up to it, then consume.
 
         What must hold before a partition is emitted on (a takeover marker acknowledged, the
@@ -241,7 +273,8 @@ class RelayWorker(PartitionWorker):
         # period that NELI ended on evidence may have left no time for a probe and a read ahead).
         self._read_ahead([p for p in partitions if p in self.wanted])
         taken: list[int] = []
-        for partition, snap in self._succession.establish(partitions, deferred):
+        induced = partitions if suspected else ()
+        for partition, snap in self._succession.establish(partitions, deferred, induced=induced):
             self._hot.take_up(partition, snap.high, snap.offset)
             self._terms[partition] = snap.offset
             taken.append(partition)
@@ -249,8 +282,9 @@ class RelayWorker(PartitionWorker):
             self.stats.takeovers += 1
             self.stats.rebuild_s.append(took)
             log.info(
-                "relay took partition %d (takeover marker at offset %d, ready in %.3f s)",
+                "relay took partition %d%s (takeover marker at offset %d, ready in %.3f s)",
                 partition,
+                " on suspicion" if suspected else "",
                 snap.offset,
                 took,
             )
@@ -282,6 +316,7 @@ class RelayWorker(PartitionWorker):
         self._tend_taken_early()
         self._handovers.tend(grace)
         self._tend_grace(grace)
+        self._tend_detector(now, grace)
         self._control.write_checkpoints(now, self._terms, self._may_emit, self.standby.checkpoint)
 
     def _tend_grace(self, grace: frozenset[int]) -> None:
@@ -308,6 +343,61 @@ class RelayWorker(PartitionWorker):
             for p in led:
                 self._taken_early[p] = (self._neli.assigned_since(p), events)
             self._take_up(led)
+
+    def _tend_detector(self, now: float, grace: frozenset[int]) -> None:
+        """Take over the quiet partitions this member is the successor of (:mod:`.detector`),
+        and pulse the partitions it emits on that no heartbeat of its claims.
+
+        A partition taken over on suspicion is not assigned to this member by the group: it
+        is held as one being handed over (:mod:`.handover`), emitted on until the member the
+        group assigns it to asks for it, or until the group gives it to this member.
+        """
+        detector = self.detector
+        if detector is None:
+            return
+        busy = self.active | self.wanted | set(self.deferred) | grace | self._handovers.partitions()
+        found = detector.take_over(
+            [p for p in range(len(self.standby.views)) if p not in busy], now
+        )
+        if found:
+            self._take_over_suspected(found, {p: detector.quiet_for(p, now) for p in found})
+        # Liveness pulse: a partition this member emits on that no heartbeat of its claims
+        # (held on suspicion, or being handed over) shows it is alive with a tick when quiet.
+        pulse_s = detector.threshold_s / 3
+        for partition in self._handovers.partitions():
+            quiet = now - self.standby.last_record(partition)
+            if quiet > pulse_s and now - self._pulsed.get(partition, float("-inf")) > pulse_s:
+                self._pulsed[partition] = now
+                self._control.tick(partition)
+
+    def _take_over_suspected(self, partitions: list[int], quiet: dict[int, float | None]) -> None:
+        """Take ``partitions`` over on suspicion: fenced, marked, then held as handed over."""
+        log.warning(
+            "partitions %s quiet for %s s: taking them over (their owner looks gone)",
+            partitions,
+            {p: round(q or 0.0, 3) for p, q in quiet.items()},
+        )
+        with self._tracer.start_as_current_span(
+            "relay.takeover",
+            attributes={
+                "pricing_ha.takeover.reason": "suspicion",
+                "pricing_ha.partitions": partitions,
+            },
+        ) as span:
+            deferred = self.assign_many(partitions, suspected=True)
+            taken = [p for p in partitions if p not in deferred]
+            span.set_attribute("pricing_ha.taken", taken)
+        self.stats.suspicions += len(partitions)
+        for partition in partitions:
+            if partition in deferred:
+                log.info(
+                    "partition %d: takeover on suspicion deferred: %s",
+                    partition,
+                    deferred[partition].reason,
+                )
+                continue
+            self.active.add(partition)
+            self._handovers.begin(partition, bound_s=self._suspected_bound_s)
 
     def _tend_taken_early(self) -> None:
         """Let go of a partition taken up as its grace period ended that NELI no longer
@@ -369,6 +459,8 @@ class RelayWorker(PartitionWorker):
         self.commit_async([], now=True)
         self.consumer.close()
         self.standby.close()
+        if self._liveness is not None:
+            self._liveness.close()
 
     def join_held(self) -> str | None:
         """Joining the relay group waits for the standby tail to catch up (unless it failed).

@@ -92,6 +92,8 @@ class StandbyTail:
         self._resets: list[deque[tuple[int, str]]] = [
             deque(maxlen=_RESETS_KEPT) for _ in range(partitions)
         ]
+        # partition -> monotonic time the tail last read a record of it (the detector's input)
+        self._seen = [float("-inf")] * partitions
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-standby", daemon=True)
@@ -204,6 +206,7 @@ class StandbyTail:
             return  # read again after a reset: already applied
         self.records += 1
         view.position = offset + 1
+        self._seen[partition] = time.monotonic()
         control = control_kind(msg.key(), msg.headers())
         if control is None:
             view.fold_price(offset, seq_of(msg))
@@ -298,6 +301,11 @@ class StandbyTail:
             if read_as_of is not None:
                 fresh = max(fresh, read_as_of(partition, view.position))
             return not view.requested_after(offset, self._me) and time.monotonic() - fresh < fresh_s
+
+    def last_record(self, partition: int) -> float:
+        """When (monotonic) the tail last read a record of ``partition``, any kind
+        (``-inf``: none since it started)."""
+        return self._seen[partition]
 
     def caught_up(self, partition: int) -> bool:
         """Whether the tail has reached the end of ``partition`` at least once (a member that

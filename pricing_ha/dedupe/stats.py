@@ -24,6 +24,7 @@ class RelayStats:
     not_leader_skips: int = 0
     delivery_failures: int = 0
     takeovers: int = 0
+    suspicions: int = 0  # takeovers begun on suspicion (the detector), wrong ones included
     rebuild_s: list[float] = field(default_factory=list)
     switches: int = 0
     producer_replacements: int = 0  # wedged output producers replaced (partitions started over)

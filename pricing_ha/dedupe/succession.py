@@ -17,6 +17,7 @@ began.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Protocol
 
 from pricing_ha.dedupe.control import RELEASE, TAKEOVER, Snapshot
@@ -71,7 +72,11 @@ class Succession:
     # -- the takeover -------------------------------------------------------------------------
 
     def establish(
-        self, partitions: list[int], deferred: dict[int, TakeoverDeferredError]
+        self,
+        partitions: list[int],
+        deferred: dict[int, TakeoverDeferredError],
+        *,
+        induced: Collection[int] = (),
     ) -> list[tuple[int, Snapshot]]:
         """The partitions whose takeover may start now, each with the marks to start from.
 
@@ -82,11 +87,14 @@ class Succession:
         tail since its position). A partition whose marker is not acknowledged, or that the
         tail does not reach in time, goes to ``deferred`` and is tried again: never taken up on
         marks that might be incomplete. One no longer led by then is released and deferred.
+
+        ``induced``: partitions taken over on suspicion (:mod:`.detector`), which NELI does not
+        give this member: they are not given up for not being led.
         """
         snaps = self._mark_ends(partitions, deferred)
         ready = []
         for partition, snap in sorted(snaps.items()):
-            if not self._neli.leads(partition):
+            if partition not in induced and not self._neli.leads(partition):
                 # Revoked while taking it up: this term ends before it began.
                 deferred[partition] = self._end_unbegun(
                     partition, snap, "no longer led when the takeover was ready", 0.05
