@@ -55,14 +55,21 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def write(
-    name: str, figures: dict[str, Any], path: Path | None = None, *, smoke: str | None = None
+    name: str,
+    figures: dict[str, Any],
+    path: Path | None = None,
+    *,
+    smoke: str | None = None,
+    head: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``figures`` (plus the machine) to bench/results/NAME.json and print them.
 
     ``path``, when given, is written instead of bench/results/NAME.json. ``smoke`` (why the
     run is too small to report) sends it to a temporary NAME.smoke.json instead, and says so.
+    ``head``: top-level entries placed before the machine and the figures (a verdict a reader
+    should see first, such as a benchmark's goals).
     """
-    doc = {"benchmark": name, "machine": machine(), "figures": figures}
+    doc = {"benchmark": name, **(head or {}), "machine": machine(), "figures": figures}
     if smoke is not None:
         path = Path(tempfile.gettempdir()) / f"{name}.smoke.json"
     path = path if path is not None else RESULTS / f"{name}.json"
@@ -86,10 +93,13 @@ def wait_until(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) 
 
 
 def consumer(bootstrap: str, group: str | None = None) -> Consumer:
-    """A consumer that commits nothing (of a throwaway group unless ``group`` is given)."""
+    """A consumer that commits nothing (of a throwaway group unless ``group`` is given) and
+    reads ``read_committed``, as subscribers do (librdkafka's default, stated: what a reader
+    of ``prices`` sees is what the benchmarks judge)."""
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
+            "isolation.level": "read_committed",
             "group.id": group or f"bench-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 10,

@@ -9,9 +9,11 @@ cluster carries exactly one feed run: a new rate needs a new cluster.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from confluent_kafka import Message
 
 from pricing_ha.local.cluster import PricingCluster, Record
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.seqs import value_epoch
 from pricing_ha.local.verdict import Verdict, judge
 
 MEMBER_NAMES = "abcd"
@@ -141,9 +144,12 @@ class TopicCounter:
 
 
 def exactly_once(cluster: PricingCluster, wait_s: float = 0.0) -> dict[str, Any]:
-    """Judge ``prices`` against the feed (retrying for up to ``wait_s`` until it is exactly once).
+    """Judge ``prices`` (read ``read_committed``) against the feed, retrying for up to
+    ``wait_s`` until it is exactly once.
 
-    Returns the verdict's counts, summed over the instruments.
+    Returns the verdict's counts, summed over the instruments, and under ``topic`` the
+    duplicates, reorderings and gaps counted from the topic alone
+    (:func:`seq_defects`); ``ok`` only if both find nothing.
     """
     expected = cluster.expected()
     last: list[tuple[Verdict, list[Record]]] = []  # the latest read only (1M+ records)
@@ -151,29 +157,60 @@ def exactly_once(cluster: PricingCluster, wait_s: float = 0.0) -> dict[str, Any]
     def ok() -> bool:
         prices = cluster.read("prices")
         last[:] = [(judge(expected, prices), prices)]
-        return last[0][0].ok
+        return last[0][0].ok and _clean(seq_defects(prices))
 
     wait_until(ok, wait_s, poll_s=1.0)
     v, prices = last[0]
+    topic = seq_defects(prices)
     out: dict[str, Any] = {
-        "ok": v.ok,
+        "ok": v.ok and _clean(topic),
         "expected": sum(i.expected for i in v.instruments),
         "delivered": sum(i.delivered for i in v.instruments),
         "duplicates": sum(i.duplicates for i in v.instruments),
         "missing": sum(i.missing for i in v.instruments),
         "out_of_order": sum(i.out_of_order for i in v.instruments),
+        "topic": topic,
     }
-    if not v.ok:
+    if not out["ok"]:
         out["defects"] = locate_defects(prices)  # the records judged, not a later read
     return out
 
 
-def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
-    """Where ``prices`` repeats or reorders a seq: the first ``limit`` such records, each
-    with the copy (or the higher seq) it follows, to line them up with the run's events.
+def seq_defects(prices: Iterable[Record]) -> dict[str, int]:
+    """Per instrument, in the order a reader sees them (partition, offset), counted from the
+    topic alone: ``duplicates`` (a seq seen before), ``out_of_order`` (a seq below one seen
+    before) and ``gaps`` (seqs absent below the highest one seen, from seq 1, per epoch);
+    ``instruments`` is how many were counted.
+    """
+    by_instrument: dict[str, list[tuple[int, int]]] = {}
+    for r in sorted(prices, key=lambda r: (r.partition, r.offset)):
+        seq = r.seq
+        if r.key is None or seq is None:
+            continue
+        by_instrument.setdefault(r.key.decode(), []).append((value_epoch(r.value), seq))
+    out = {"instruments": len(by_instrument), "duplicates": 0, "out_of_order": 0, "gaps": 0}
+    for positions in by_instrument.values():
+        unique = set(positions)
+        out["duplicates"] += len(positions) - len(unique)
+        out["out_of_order"] += sum(1 for a, b in itertools.pairwise(positions) if b < a)
+        for epoch in {e for e, _ in unique}:
+            seqs = {s for e, s in unique if e == epoch}
+            out["gaps"] += max(seqs) - len(seqs)
+    return out
 
-    Each entry: instrument, seq, kind (``duplicate`` or ``out_of_order``), and for the record
-    and the earlier one: partition, offset, timestamp (ms) and the relay member that wrote it.
+
+def _clean(topic: dict[str, int]) -> bool:
+    return topic["duplicates"] == topic["out_of_order"] == topic["gaps"] == 0
+
+
+def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
+    """Where ``prices`` repeats, reorders or skips a seq: the first ``limit`` such records,
+    each with the copy (or the higher seq, or the record before the skip) it follows, to line
+    them up with the run's events.
+
+    Each entry: instrument, seq, kind (``duplicate``, ``out_of_order``, or ``gap`` with how
+    many seqs were skipped), and for the record and the earlier one: partition, offset,
+    timestamp (ms) and the relay member that wrote it.
     Grouped per partition as runs of consecutive offsets, so a window of two writers shows as
     one run.
     """
@@ -211,6 +248,17 @@ def locate_defects(prices: list[Record], limit: int = 40) -> dict[str, Any]:
                     "kind": "out_of_order",
                     "instrument": instrument,
                     "seq": seq,
+                    "record": where(r),
+                    "after": where(top),
+                }
+            )
+        elif top is not None and seq > int(top.headers["seq"]) + 1:
+            found.append(
+                {
+                    "kind": "gap",
+                    "instrument": instrument,
+                    "seq": seq,
+                    "skipped": seq - int(top.headers["seq"]) - 1,
                     "record": where(r),
                     "after": where(top),
                 }

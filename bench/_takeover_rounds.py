@@ -1,45 +1,42 @@
-"""One cluster of ``relay_takeover.py``: its broker, pipeline, faults and measurements.
+"""The faults of ``relay_takeover.py``'s rounds, on one running cluster (:class:`Rounds`).
 
-:func:`run_cluster` starts a local Apache Kafka of its own, preloads ``prices``
-(:func:`preload`), starts the pipeline and the feed, waits for the relays to settle, leaves a
-fault-free window (the baseline, and the steady costs in the first cluster), plays the rounds'
-faults (:class:`Rounds`) and judges ``prices`` exactly once. What it reads back and how it
-measures a silence: :mod:`_topic_gaps`.
+Each round is :data:`FAULTS`: SIGKILL of the active relay, a replacement joining, SIGSTOP of
+the active relay for a while then SIGCONT, SIGTERM of the active relay, and another
+replacement joining. The cluster around them (broker, pipeline, feed, fault-free windows,
+verdict): :mod:`_takeover_cluster`. What it reads back and how it measures a silence:
+:mod:`_topic_gaps`; what it judges from that: :mod:`_takeover_checks`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from _common import summary, wait_until
-from _pipeline import exactly_once, start_feed, start_pipeline
-from _standby_cost import steady_costs
+from _takeover_checks import zombie_records
 from _topic_gaps import (
     InputTail,
     PricesTail,
-    baseline_gaps,
+    Rec,
     handover_gap_ms,
     max_gap_ms,
     worst_gap_at_ms,
 )
-from confluent_kafka import Producer
 
 from pricing_ha.dedupe.relay import relay_group_id
-from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
-from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.procs import Proc
 
 INSTRUMENTS = 100
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 FRESH_MS = 5000  # a partition's latest price must be this recent to count as flowing (under load)
+FAULTS = ("kill", "join", "sigstop", "sigterm", "join")  # one round
+PRELOAD_PREFIX = "OLD"  # the keys of the records preloaded on prices (not the feed's)
 
 
 def pct(values: list[float]) -> dict[str, float]:
@@ -51,55 +48,14 @@ def pct(values: list[float]) -> dict[str, float]:
     return {**summary(s), "p50": round(s[(len(s) - 1) // 2], 4), "p99": round(s[rank], 4)}
 
 
-PRELOAD_PREFIX = "OLD"
-
-
-def preload(bootstrap: str, topic: str, partitions: int, count: int) -> dict[str, float]:
-    """Append ``count`` prices of 1,000 instruments foreign to the feed to ``topic``."""
-    if count <= 0:
-        return {"records": 0}
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.num.messages": 10000,
-            "queue.buffering.max.messages": 200000,
-            "acks": "all",
-            "log.connection.close": False,
-        }
-    )
-    began = time.monotonic()
-    value_pad = b"x" * 120
-    for i in range(count):
-        instrument = f"{PRELOAD_PREFIX}{i % 1000:04d}"
-        seq = i // 1000 + 1
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=instrument.encode(),
-                    value=b'{"instrument":"%s","seq":%d,"pad":"%s"}'
-                    % (instrument.encode(), seq, value_pad),
-                    partition=i % partitions,
-                    headers=[("seq", str(seq).encode()), ("relay", b"preload")],
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    left = producer.flush(120)
-    took = time.monotonic() - began
-    print(f"  preloaded {count} records in {took:.1f} s ({left} not acknowledged)", flush=True)
-    return {"records": count, "seconds": round(took, 1), "not_acknowledged": left}
-
-
 class Rounds:
     """The relays of one cluster, the live view of its leadership and the tail of prices."""
 
-    def __init__(self, cluster: PricingCluster) -> None:
-        """Follow the cluster's NELI topic and prices (relays r1 and r2 are running)."""
+    def __init__(self, cluster: PricingCluster, *, stop_s: float = 2.0) -> None:
+        """Follow the cluster's NELI topic and prices (relays r1 and r2 are running);
+        ``stop_s``: how long a SIGSTOP lasts."""
         self.c = cluster
+        self.stop_s = stop_s
         self.group_id = relay_group_id(cluster.group("relay"))
         # Leadership only (prices are followed below): from prices' end, so that a preloaded
         # million records does not hold the heartbeats back.
@@ -134,6 +90,22 @@ class Rounds:
         """Per partition, the relay's input's own longest gap in the window (:class:`InputTail`)."""
         return {p: self.input.silence_ms(p, lo_ms, hi_ms) / 1000 for p in partitions}
 
+    def exited(self) -> dict[str, int | None]:
+        """The relays meant to be live whose processes have exited, with their exit codes."""
+        procs = {r: self.c.members[f"relay-{r}"] for r in sorted(self.live)}
+        return {r: p.popen.returncode for r, p in procs.items() if not p.alive()}
+
+    def control_kinds(self, lo_ms: float, hi_ms: float) -> dict[str, int]:
+        """How many control records of each kind (takeover, release, handover, ...) were
+        produced on ``prices`` in [lo_ms, hi_ms], over every partition: what the relays did."""
+        kinds = Counter(
+            kind
+            for p in range(self.c.partitions)
+            for _, ts, _, kind in list(self.tail.controls[p])
+            if lo_ms <= ts <= hi_ms
+        )
+        return dict(sorted(kinds.items()))
+
     def _settled(self, balanced: bool) -> bool:
         leaders = self.view.leaders(self.group_id)
         latest = self.tail.latest()
@@ -167,7 +139,16 @@ class Rounds:
         return None
 
     def stop_active(self, how: str) -> dict[str, Any] | None:
-        """SIGKILL or SIGTERM (``how``) the active relay; its partitions' silence (None: stuck)."""
+        """SIGKILL, SIGTERM or SIGSTOP (``how``: ``kill``, ``sigterm``, ``sigstop``) the active
+        relay (the one that wrote the latest records of the most partitions); its partitions'
+        silence (None: not taken over, or for ``sigstop`` not resumed, within 90 s).
+
+        A silence ends with the first record on the partition written after the signal by
+        another relay or, after a SIGSTOP, by the stopped relay itself once continued. A
+        SIGSTOP lasts :attr:`stop_s`; its row also measures until the cluster settles after
+        the SIGCONT (``silence_until_settled_s``): the stopped relay's return, and any
+        hand-over back to it, are part of the fault.
+        """
         c, tail = self.c, self.tail
         latest = tail.latest()
         by_relay: dict[str, list[int]] = {}
@@ -185,30 +166,27 @@ class Rounds:
         at_ms = time.time_ns() / 1e6
         row["at_ms"] = round(at_ms)  # to line the event up with any defect on prices
         proc = c.members[f"relay-{victim}"]
-        if how == "kill":
-            proc.kill()
-        else:
-            proc.terminate()
-        self.live.discard(victim)
+        resumed_ms = self._signal(proc, how, at_ms, row)
+        if how != "sigstop":
+            self.live.discard(victim)
 
-        def taken() -> bool:
-            return all(
-                any(r[2] != victim and r[1] > at_ms for r in tail.records[p]) for p in affected
-            )
+        def ends(r: Rec) -> bool:
+            return r[1] > at_ms and (r[2] != victim or r[1] >= resumed_ms)
 
-        if not wait_until(taken, 90):
+        if not wait_until(lambda: all(any(map(ends, tail.records[p])) for p in affected), 90):
             return None
         time.sleep(1.0)
-        silence, first_s, moved, where, upstream = {}, {}, {}, {}, {}
+        silence, first_s, successor, moved, where, upstream = {}, {}, {}, {}, {}, {}
         for p in affected:
             recs = list(tail.records[p])
-            first = min((r for r in recs if r[2] != victim and r[1] > at_ms), key=lambda r: r[1])
+            first = min((r for r in recs if ends(r)), key=lambda r: r[1])
             # Gaps that end after the signal: one that ended before it is not its doing (it
             # was the join just before, which settled a moment earlier, or the machine).
             silence[p] = max_gap_ms(recs, at_ms, first[1] + 1000) / 1000
             upstream[p] = self.input.silence_ms(p, at_ms, first[1] + 1000) / 1000
             where[p] = worst_gap_at_ms(recs, at_ms, first[1] + 1000)
             first_s[p] = round((first[1] - at_ms) / 1000, 3)
+            successor[p] = first[2]
             gap = handover_gap_ms(recs, at_ms, first[1] + 1000)
             if gap is not None:
                 moved[p] = gap / 1000
@@ -216,12 +194,51 @@ class Rounds:
             silence_s=silence,
             input_silence_s=upstream,
             to_first_record_of_successor_s=first_s,
+            successor=successor,
             handover_gap_s=moved,
             worst_gap_at_ms=where,
         )
         if how == "sigterm":
             row["exit_code"] = proc.wait(30)
+        end_ms = time.time_ns() / 1e6
+        if how == "sigstop":
+            row["settled_as"] = self.settle()
+            settled_ms = end_ms = time.time_ns() / 1e6
+            row["settled_after_sigcont_s"] = round((settled_ms - resumed_ms) / 1000, 2)
+            row["silence_until_settled_s"] = self.silence_s(affected, at_ms, settled_ms)
+            row["zombie_records"] = self.zombies(row)  # so far: counted again at the end
+        row["control_records_by_kind"] = self.control_kinds(at_ms, end_ms)
         return row
+
+    def _signal(self, proc: Proc, how: str, at_ms: float, row: dict[str, Any]) -> float:
+        """Make fault ``how`` on ``proc`` (signalled at ``at_ms``); when the stopped relay's
+        own records count again (after a SIGCONT; never after a kill or a SIGTERM)."""
+        if how == "kill":
+            proc.kill()
+            return math.inf
+        if how == "sigterm":
+            proc.terminate()
+            return math.inf
+        try:
+            proc.pause()  # returns once every thread has stopped
+            row["frozen_after_s"] = round((time.time_ns() / 1e6 - at_ms) / 1000, 3)
+            time.sleep(max(0.0, self.stop_s - (time.time_ns() / 1e6 - at_ms) / 1000))
+        finally:
+            proc.resume()
+        resumed_ms = time.time_ns() / 1e6
+        row["stopped_s"] = round((resumed_ms - at_ms) / 1000, 3)
+        return resumed_ms
+
+    def zombies(self, row: dict[str, Any]) -> int:
+        """The stopped relay's records visible after its successor's first, over the
+        partitions of a ``sigstop`` ``row`` (:func:`_takeover_checks.zombie_records`); also
+        kept per partition in the row."""
+        tail, victim = self.tail, row["victim"]
+        row["zombie_records_per_partition"] = {
+            p: zombie_records(list(tail.records[p]), list(tail.controls[p]), victim, row["at_ms"])
+            for p in row["affected_partitions"]
+        }
+        return sum(row["zombie_records_per_partition"].values())
 
     def join(self) -> dict[str, Any]:
         """Start a replacement relay and wait to settle; the gaps while it joins."""
@@ -233,8 +250,8 @@ class Rounds:
         how = self.settle()
         settled_ms = time.time_ns() / 1e6
         # The join reaches the price path when the group rebalances: the new owners probe the
-        # partitions it gives them. Before that, only the new process's start-up
-        # shares the machine's 2 cores with the pipeline (on its own host it would not).
+        # partitions it gives them. Before that, only the new process's start-up shares the
+        # machine's 2 cores with the pipeline (on its own host it would not).
         entered_ms = self.tail.first_probe_ms(join_ms, settled_ms)
         moved = {
             p: gap / 1000
@@ -266,6 +283,7 @@ class Rounds:
                 else self.input_silence_s(everything, entered_ms, settled_ms)
             ),
             "settled_after_s": round((settled_ms - join_ms) / 1000, 2),
+            "control_records_by_kind": self.control_kinds(join_ms, settled_ms),
             "settled_as": how,
         }
 
@@ -273,10 +291,13 @@ class Rounds:
         """The faults of ``rounds`` (on a settled cluster) until done or no longer settled."""
         rows: list[dict[str, Any]] = []
         for i in rounds:
-            for fault in ("kill", "join", "sigterm", "join"):
+            for fault in FAULTS:
                 row = self.join() if fault == "join" else self.stop_active(fault)
                 if row is None:
-                    self.diagnostic = f"round {i} {fault}: not taken over within 90 s"
+                    self.diagnostic = (
+                        f"round {i} {fault}: not taken over within 90 s; relays meant to be "
+                        f"live that had exited (exit code): {self.exited()}"
+                    )
                     print(f"  {self.diagnostic}", flush=True)
                     return rows
                 row["round"] = i
@@ -287,97 +308,3 @@ class Rounds:
                     print(f"  round {i}: the relays did not settle; ending the cluster", flush=True)
                     return rows
         return rows
-
-
-BASELINE_S = 12.0  # the undisturbed window of a cluster that does not measure steady costs
-
-
-@dataclass
-class ClusterRun:
-    """What one cluster (a broker of its own) measured."""
-
-    summary: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    steady_costs: dict[str, Any] = field(default_factory=dict)
-    baseline_gaps_s: list[float] = field(default_factory=list)
-    hops_ms: list[float] = field(default_factory=list)  # in the baseline window
-    verdict: dict[str, Any] | None = None  # None: not judged (the pipeline did not start)
-    diagnostic: str | None = None
-
-
-def fault_free_window(
-    state: Rounds, result: ClusterRun, *, measure_costs: bool
-) -> tuple[float, float]:
-    """Leave the settled cluster without faults for a while (measuring the steady costs into
-    ``result`` if ``measure_costs``, else :data:`BASELINE_S`); that window, in epoch ms."""
-    c = state.c
-    if measure_costs:
-        result.steady_costs = steady_costs(
-            c.bootstrap,
-            c.topics["prices"],
-            c.partitions,
-            {r: c.members[f"relay-{r}"].pid for r in sorted(state.live)},
-        )
-        print(f"  steady costs: {result.steady_costs}", flush=True)
-        result.summary["baseline_window"] = "the steady-cost window"
-        measured = result.steady_costs["window_ms"]
-        return measured["from"], measured["to"]
-    lo_ms = time.time_ns() / 1e6
-    time.sleep(BASELINE_S)  # undisturbed: no fault, no probe
-    result.summary["baseline_window"] = "an undisturbed wait"
-    return lo_ms, time.time_ns() / 1e6
-
-
-def run_cluster(
-    rounds: range,
-    members: int,
-    hz: float,
-    retained: int,
-    *,
-    index: int,
-    measure_costs: bool,
-) -> ClusterRun:
-    """``rounds`` (global numbers) on a new broker with fresh topics, ``retained`` preloaded."""
-    began = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="bench-relay-takeover-"))
-    rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {"cluster": index, "rounds": list(rounds)}
-    result = ClusterRun(summary)
-    with LocalKafka() as broker, ProcessGroup(workdir / "logs") as procs:
-        summary["broker_startup_s"] = round(broker.startup_s or 0.0, 2)
-        c = PricingCluster(procs, broker.bootstrap, workdir)
-        c.create_topics()
-        summary["preload"] = preload(broker.bootstrap, c.topics["prices"], c.partitions, retained)
-        try:
-            c = start_pipeline(procs, broker.bootstrap, workdir, members, cluster=c)
-        except AssertionError as e:  # start_pipeline's (and wait_led's) timeouts
-            result.diagnostic = f"the pipeline did not start: {e}"
-            print(f"  {result.diagnostic}", flush=True)
-            summary["wall_time_s"] = round(time.monotonic() - began, 1)
-            return result
-        state = Rounds(c)
-        feed = start_feed(c, instruments=INSTRUMENTS, rate_hz=hz, duration_s=3600)
-        window: tuple[float, float] | None = None  # the fault-free baseline window, epoch ms
-        try:
-            if state.settle() is not None:
-                window = fault_free_window(state, result, measure_costs=measure_costs)
-                rows = state.play(rounds, index)
-        finally:
-            feed.terminate()
-            feed.wait(60)
-            state.close()
-        result.verdict = exactly_once(c, wait_s=60)  # time for the relays to catch up
-    print(f"  exactly-once: {result.verdict}", flush=True)
-    result.events = rows
-    result.diagnostic = state.diagnostic or None
-    if window is not None:
-        result.baseline_gaps_s = [
-            g for p in range(c.partitions) for g in baseline_gaps(state.tail.records[p], *window)
-        ]
-        result.hops_ms = state.tail.hops_ms(*window)
-        summary["hop_s"] = pct([h / 1000 for h in result.hops_ms])
-        summary["baseline_window_s"] = round((window[1] - window[0]) / 1000, 2)
-        summary["baseline_worst_gap_s"] = pct(result.baseline_gaps_s)
-        print(f"  baseline worst gap per 3 s: {summary['baseline_worst_gap_s']}", flush=True)
-    summary["wall_time_s"] = round(time.monotonic() - began, 1)
-    return result

@@ -1,9 +1,10 @@
 """What ``relay_takeover.py`` reads back, and how it measures a silence.
 
-:class:`PricesTail` follows ``prices`` throughout: every record's producer timestamp and
-``relay`` header, how long each took to reach this reader (the same run's one-hop reference),
-and when each probe was written. :class:`InputTail` follows ``prices.raw``,
-the relays' input, both publishing groups' copies as one. A silence is the longest gap between
+:class:`PricesTail` follows ``prices`` throughout (``read_committed``, as subscribers read
+it): every record's producer timestamp and ``relay`` header, how long each took to reach this
+reader (the same run's one-hop reference), and every control record (its kind and writer).
+:class:`InputTail` follows ``prices.raw``, the relays' input, both publishing groups' copies
+as one. A silence is the longest gap between
 consecutive timestamps whose later one falls in a window (:func:`max_gap_ms`); the hand-over
 gap is the one at a change of relay (:func:`handover_gap_ms`); the baseline is the longest gap
 per 3 s sub-window of a fault-free window (:func:`baseline_gaps`).
@@ -22,6 +23,7 @@ from pricing_ha.dedupe.control import PROBE
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
 
 Rec = tuple[int, int, str]  # offset, timestamp ms, relay
+Ctl = tuple[int, int, str, str]  # a control record: offset, timestamp ms, relay, kind
 BASELINE_SUB_S = 3.0  # about the window a sigterm or join silence is measured over
 
 
@@ -29,7 +31,8 @@ class PricesTail:
     """Follows ``prices`` from the beginning: per partition, (offset, timestamp ms, relay).
 
     Also keeps each record's hop: how long after its producer timestamp (the relay's
-    ``produce()``) this reader had it, the wall clock being the same on the machine; and the
+    ``produce()``) this reader had it, the wall clock being the same on the machine; every
+    control record per partition (:data:`Ctl`: takeover markers, checkpoints...); and the
     producer timestamps of the relays' probes (a relay writes one on each partition a
     rebalance gives it, in its grace period: the moment a rebalance reaches the price path).
     """
@@ -39,8 +42,11 @@ class PricesTail:
         self.records: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
         self.hops: list[tuple[int, float]] = []  # (timestamp ms, received - timestamp ms)
         self.probed_ms: list[int] = []  # probes' timestamps, as read
+        self.controls: dict[int, list[Ctl]] = {p: [] for p in range(partitions)}
         self._skip = skip.encode()
-        self._tail = TopicTail(bootstrap, [topic], partitions, self._keep, on_control=self._probes)
+        self._tail = TopicTail(
+            bootstrap, [topic], partitions, self._keep, on_control=self._controls
+        )
 
     def _keep(self, batch: list[Message], _received: float) -> None:
         now_ms = time.time() * 1000
@@ -53,13 +59,17 @@ class PricesTail:
             self.records[p].append((offset, ts, relay))
             self.hops.append((ts, now_ms - ts))
 
-    def _probes(self, batch: list[Message]) -> None:
+    def _controls(self, batch: list[Message]) -> None:
         for msg in batch:
             headers = msg.headers()
-            if is_control(msg.key(), headers) and header_dict(headers).get(CONTROL_HEADER) == (
-                PROBE.decode()
-            ):
-                self.probed_ms.append(msg.timestamp()[1])
+            if not is_control(msg.key(), headers):
+                continue
+            values = header_dict(headers)
+            kind, ts = values.get(CONTROL_HEADER, ""), msg.timestamp()[1]
+            p = msg.partition() or 0
+            self.controls[p].append((msg.offset() or 0, ts, values.get("relay", ""), kind))
+            if kind == PROBE.decode():
+                self.probed_ms.append(ts)
 
     def first_probe_ms(self, lo_ms: float, hi_ms: float) -> int | None:
         """The earliest probe produced in [lo_ms, hi_ms], if any."""

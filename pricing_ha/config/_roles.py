@@ -150,7 +150,8 @@ class RelayConfig:
             rendezvous hashing names takes it over, fenced by the broker, without waiting
             for the group to notice (``pricing_ha/dedupe/detector.py``). At least two
             pulses, so that one late heartbeat of a live owner does not look like a crash; 0
-            turns detection off (a crash then costs S and a rebalance). Default 350.
+            turns detection off (a crash then costs S and a rebalance). Default (unset):
+            350, or two pulses if that is more.
 
     The relay always fences by the broker: each owned partition of ``prices`` is written by a
     transactional producer of its own (``transactional.id`` derived from the partition), so a
@@ -177,7 +178,14 @@ class RelayConfig:
     output_timeout_ms: int = 1000
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
-    takeover_after_ms: int = 350
+    takeover_after_ms: int | None = None
+
+    @property
+    def takeover_after_s(self) -> float:
+        """D in seconds (0: detection off), the default applied."""
+        if self.takeover_after_ms is None:
+            return max(350, 2 * self.pulse_interval_ms) / 1000
+        return self.takeover_after_ms / 1000
 
     #: Keys an old configuration may still set, and why they are refused.
     REMOVED_KEYS: ClassVar[Mapping[str, str]] = {
@@ -188,7 +196,9 @@ class RelayConfig:
 
     def __post_init__(self) -> None:
         check(
-            self.takeover_after_ms == 0 or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
+            self.takeover_after_ms is None
+            or self.takeover_after_ms == 0
+            or self.takeover_after_ms >= 2 * self.pulse_interval_ms,
             self,
             "takeover_after_ms",
             f"must be 0 (off) or at least two pulses (2 x pulse_interval_ms = "

@@ -84,14 +84,11 @@ class Detector:
         self._caught_up = caught_up
         self._recovering = recovering
         self._started = started
-        #: Partitions found quiet with this member as successor, counted (metrics, tests).
-        self.suspicions = 0
 
     def quiet_for(self, partition: int, now: float) -> float | None:
         """How long ``partition`` has been quiet as this member can tell, or ``None`` when
         this member's view cannot tell (see the module docstring)."""
-        d = self.threshold_s
-        fresh = self.liveness.fresh_since(d, now)
+        fresh = self.liveness.fresh_since(now)
         if fresh is None or self._recovering() or not self._caught_up(partition):
             return None
         heard = max(
@@ -115,5 +112,4 @@ class Detector:
                 live = self.liveness.live(self.threshold_s, now)
             if successor(partition, live) == self.liveness.me:
                 found.append(partition)
-        self.suspicions += len(found)
         return found

@@ -18,15 +18,25 @@ hold the relay's worker thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pricing_ha.kafka.producers import ConfigValue
 
 __all__ = ["COMMIT_TIMEOUT_S", "Fences"]
+
+# What a call on a transactional producer can raise. Once the producer is fenced, confluent-kafka
+# raises librdkafka's fatal error from inside poll/flush/commit while delivery callbacks still
+# run there; the next callback to touch the C API then fails with SystemError, chained to the
+# fatal error. Both mean the same: this producer is done (a paused owner woke up fenced, and
+# its worker died of the SystemError until both were caught).
+_CALL_ERRORS = (KafkaException, SystemError)
+
+_INIT_ATTEMPT_S = 0.15  # one producer's try at init_transactions (see Fences._init)
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -79,7 +89,7 @@ class Fences:
 
     def _each(
         self, producers: list[tuple[int, Producer]], call: Callable[[Producer], Any]
-    ) -> Iterator[tuple[int, Producer, KafkaException | None]]:
+    ) -> Iterator[tuple[int, Producer, BaseException | None]]:
         """``call`` on every producer, side by side on the pool when there are several (each
         is a round trip to the transaction coordinator); yields each one's error or ``None``."""
         futures: list[Future[Any] | None] = [None] * len(producers)
@@ -91,8 +101,8 @@ class Fences:
                     call(producer)
                 else:
                     future.result()
-            except KafkaException as exc:
-                yield partition, producer, exc
+            except _CALL_ERRORS as exc:
+                yield partition, producer, _cause(exc)
             else:
                 yield partition, producer, None
 
@@ -104,29 +114,57 @@ class Fences:
         is), and its open transaction is aborted. A partition whose initialisation failed
         (broker unreachable within ``timeout_s``) is left out: it must not be emitted on.
         """
-        made = []
         for partition in partitions:
             self.discard(partition)
-            config = {
-                **self._config,
-                "transactional.id": self.transactional_id(partition),
-                "client.id": f"{self._client_prefix}-{partition}",
-            }
-            made.append((partition, self._make(config)))
+        futures: dict[int, Future[Producer] | None] = dict.fromkeys(partitions)
+        if self._pool is not None and len(partitions) > 1:
+            futures = {p: self._pool.submit(self._init, p, timeout_s) for p in partitions}
         done: set[int] = set()
-        for partition, producer, err in self._each(
-            made, lambda pr: pr.init_transactions(timeout_s)
-        ):
-            if err is not None:
-                self.problem = f"partition {partition}: init_transactions failed: {err}"
+        for partition, future in futures.items():
+            try:
+                producer = self._init(partition, timeout_s) if future is None else future.result()
+            except KafkaException as exc:
+                self.problem = f"partition {partition}: init_transactions failed: {exc}"
                 log.warning("%s", self.problem)
-                _abandon(producer)
                 continue
             self._producers[partition] = producer
             done.add(partition)
         if done:
             self.problem = None
         return done
+
+    def _init(self, partition: int, timeout_s: float) -> Producer:
+        """A producer of the partition's ``transactional.id``, initialised.
+
+        When the previous holder left a transaction open (it crashed mid-batch), the broker
+        answers the first ``InitProducerId`` with CONCURRENT_TRANSACTIONS while it aborts that
+        transaction, and librdkafka asks again only after a fixed 500 ms. A fresh producer
+        asks at once: so each attempt gets :data:`_INIT_ATTEMPT_S`, then is let go and a new
+        one tries, until ``timeout_s``. (A takeover after a crash measured 0.58 s of
+        initialisation with one producer.) An attempt let go has had its answer, so it sends
+        nothing more; should one still land late, it only fences this producer, whose next
+        write then fails and the partition starts over: never two writers.
+        """
+        deadline = time.monotonic() + timeout_s
+        config = {
+            **self._config,
+            "transactional.id": self.transactional_id(partition),
+            "client.id": f"{self._client_prefix}-{partition}",
+        }
+        while True:
+            producer = self._make(config)
+            left = deadline - time.monotonic()
+            try:
+                producer.init_transactions(max(0.01, min(_INIT_ATTEMPT_S, left)))
+            except KafkaException as exc:
+                _abandon(producer)
+                del producer  # destroyed here: its retry timer must not fire later
+                if not exc.args[0].retriable() and exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            return producer
 
     def begin(self, partition: int) -> Producer | None:
         """The partition's producer, in a transaction (``None``: it has none, or lost it)."""
@@ -135,8 +173,8 @@ class Fences:
             return producer
         try:
             producer.begin_transaction()
-        except KafkaException as exc:
-            self._lost(partition, f"begin_transaction failed: {exc}")
+        except _CALL_ERRORS as exc:
+            self._lost(partition, f"begin_transaction failed: {_cause(exc)}")
             return None
         self._open.add(partition)
         return producer
@@ -154,8 +192,8 @@ class Fences:
             producer = self._producers[partition]
             try:
                 producer.flush(COMMIT_TIMEOUT_S)  # a fenced producer raises here
-            except KafkaException as exc:
-                self._lost(partition, f"the transaction was not flushed: {exc}")
+            except _CALL_ERRORS as exc:
+                self._lost(partition, f"the transaction was not flushed: {_cause(exc)}")
                 failed.add(partition)
                 continue
             flushed.append((partition, producer))
@@ -191,11 +229,18 @@ class Fences:
             self._pool.shutdown(wait=False)
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """The fatal error behind a SystemError (see :data:`_CALL_ERRORS`), else ``exc``."""
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
+        return exc.__cause__
+    return exc
+
+
 def _abandon(producer: Producer) -> None:
     """Let a transactional producer go without waiting on it (it may be fenced: a flush or an
     abort could wait for an answer the broker never sends)."""
     try:
         producer.purge(in_queue=True, in_flight=True, blocking=False)
         producer.poll(0)
-    except (KafkaException, RuntimeError) as exc:
+    except (*_CALL_ERRORS, RuntimeError) as exc:
         log.debug("abandoning a producer: %s", exc)

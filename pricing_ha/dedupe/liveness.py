@@ -46,10 +46,12 @@ class Liveness:
     Args:
         group: the relay's NELI group id (heartbeats of other groups are ignored).
         me: this member's NELI member id (:attr:`neli.Neli.member_id`).
+        within_s: own heartbeats at most this far apart make an unbroken run (the
+            detector's threshold D: :meth:`fresh_since`).
         forget_s: members and claims not heard of for this long are forgotten.
     """
 
-    def __init__(self, group: str, me: str, *, forget_s: float = 30.0) -> None:
+    def __init__(self, group: str, me: str, within_s: float, *, forget_s: float = 30.0) -> None:
         """Nothing heard yet."""
         self.group = group
         self.me = me
@@ -59,7 +61,7 @@ class Liveness:
         self._claims: dict[int, dict[str, float]] = {}  # partition -> member -> received
         self._own_last = _NEVER
         self._own_since = _NEVER  # start of the current unbroken run of own heartbeats
-        self._own_gap_s = 0.0  # what "unbroken" means: set by the first fresh_since() call
+        self.within_s = within_s
         self.heartbeats = 0  # of this group, received
 
     def observe(self, hb: Heartbeat, received: float) -> None:
@@ -75,7 +77,7 @@ class Liveness:
                 if partition not in hb.led:
                     claims.pop(hb.member_id, None)
             if hb.member_id == self.me:
-                if received - self._own_last > self._own_gap_s:
+                if received - self._own_last > self.within_s:
                     self._own_since = received
                 self._own_last = received
 
@@ -94,12 +96,11 @@ class Liveness:
             claims = self._claims.get(partition, {})
             return max((t for m, t in claims.items() if m != self.me), default=_NEVER)
 
-    def fresh_since(self, within_s: float, now: float) -> float | None:
+    def fresh_since(self, now: float) -> float | None:
         """Since when this member's own heartbeats have come back at least every
         ``within_s`` without a break, or ``None`` if the latest is older than that."""
         with self._lock:
-            self._own_gap_s = within_s
-            if now - self._own_last > within_s:
+            if now - self._own_last > self.within_s:
                 return None
             return self._own_since
 

@@ -103,11 +103,11 @@ class Relay(WorkerMember):
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         liveness = None
-        if r.takeover_after_ms:
+        if r.takeover_after_s:
             liveness = LivenessReader(
                 cfg.broker.client_config(required={"client.id": f"relay-{member}-liveness"}),
                 cfg.topics.neli,
-                Liveness(relay_group_id(group), neli.member_id),
+                Liveness(relay_group_id(group), neli.member_id, r.takeover_after_s),
             )
         worker = RelayWorker(cfg, group, member, neli, self.stats, telemetry=tel, liveness=liveness)
         super().__init__(neli, worker, telemetry)

@@ -159,12 +159,12 @@ class RelayWorker(PartitionWorker):
         self._next_tend = 0.0
         self._liveness = liveness
         self._tracer = telemetry.tracer()
-        d_ms = cfg.relay.takeover_after_ms
+        d_s = cfg.relay.takeover_after_s
         self.detector = (
             None
-            if liveness is None or d_ms == 0
+            if liveness is None or d_s == 0
             else Detector(
-                d_ms / 1000,
+                d_s,
                 liveness.liveness,
                 last_record=self.standby.last_record,
                 caught_up=self.standby.caught_up,
@@ -271,7 +271,7 @@ class RelayWorker(PartitionWorker):
         partitions = [p for p in partitions if p not in deferred]
         # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace
         # period that NELI ended on evidence may have left no time for a probe and a read ahead).
-        self._read_ahead([p for p in partitions if p in self.wanted])
+        self._read_ahead([p for p in partitions if p in self.wanted or suspected])
         taken: list[int] = []
         induced = partitions if suspected else ()
         for partition, snap in self._succession.establish(partitions, deferred, induced=induced):

@@ -66,12 +66,20 @@ def test_relay_sigkill_is_taken_over_long_before_the_group_notices(
 def test_relay_sigstop_zombie_is_fenced_and_its_records_never_visible(
     cluster: PricingCluster,
 ) -> None:
-    """SIGSTOP past D (not S), then SIGCONT: taken over, the zombie fenced; every seq once."""
+    """SIGSTOP past D (not S), then SIGCONT: taken over, the zombie fenced, and alive; every
+    seq once; then a SIGTERM of the other relay is handed to the woken one."""
     _start(cluster)
     time.sleep(5)
     stopped_ms = time.time() * 1000
-    cluster.members["relay-r1"].pause()
+    r1 = cluster.members["relay-r1"]
+    r1.pause()
     time.sleep(RELAY_S / 2)
-    cluster.members["relay-r1"].resume()
+    r1.resume()
     time.sleep(RELAY_S)
+    assert r1.alive(), f"the woken relay died:\n{r1.log_tail(40)}"
+    assert "relay failed" not in r1.log_path.read_text(), r1.log_tail(40)
+    cluster.members["relay-r2"].terminate()  # its partitions go to the woken relay
+    time.sleep(3)
+    assert r1.alive(), f"the woken relay died:\n{r1.log_tail(40)}"
+    assert "relay failed" not in r1.log_path.read_text(), r1.log_tail(40)
     _judge(cluster, stopped_ms)

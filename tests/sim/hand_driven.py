@@ -10,12 +10,10 @@ from tests.sim.relay_steps import raw_prices
 
 #: The relay timing these step-by-step scenarios were written for: their clock advances and
 #: bounds are set against it (a grace period of 1.6 s spans many steps of 0.05 s).
-#: Detection (``takeover_after_ms``) is off: these scenarios move partitions through the group.
 HAND_DRIVEN_RELAY = {
     "session_timeout_ms": 2000,
     "threshold_ms": 1600,
     "pulse_interval_ms": 300,
-    "takeover_after_ms": 0,
 }
 
 
