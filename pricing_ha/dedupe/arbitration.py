@@ -267,6 +267,14 @@ class Arbiter(Generic[T]):
                 line.dropped = 0
                 self.switches += 1
         line.hw = pos
+        if line.held and min(line.held) < pos:
+            # Overtaken: seq 1 of a later epoch (a restarted feed) went out while seqs of the
+            # earlier epoch were held for a missing one; they can no longer go out in order.
+            # Declared missing, like a gap (the hypothesis suite found them emitted after it).
+            overtaken = [s for s in line.held if s < pos]
+            for s in overtaken:
+                del line.held[s]
+            gap += len(overtaken)
         line.last_emit = now
         line.emits += 1
         self.emitted += 1

@@ -222,3 +222,14 @@ def test_a_first_jump_with_no_mark_needs_its_next_seq_from_one_group() -> None:
     arb.offer("X", 60_001, "b", "p1/a", 1.1, epoch=E1)
     assert _pairs(arb.expire(1.0 + W)) == [(E1, 60_000), (E1, 60_001)]
     assert arb.take_rejected() == []
+
+
+def test_seqs_held_in_an_epoch_overtaken_by_a_restart_are_declared_missing_not_emitted() -> None:
+    """E1 seq 3 held for seq 2, then seq 1 of a later epoch goes out: E1/3 never follows it."""
+    arb = _arbiter()
+    out = arb.offer("X", 1, "p1/a", "p1/a", 0.0, epoch=E1)
+    out += arb.offer("X", 3, "p1/a", "p1/a", 0.0, epoch=E1)
+    out += arb.offer("X", 1, "p1/a", "p1/a", 0.0, epoch=E2)
+    out += arb.expire(10 * W)
+    assert _pairs(out) == [(E1, 1), (E2, 1)]
+    assert arb.gaps >= 1
