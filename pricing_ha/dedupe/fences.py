@@ -213,6 +213,10 @@ class Fences:
         self.discard(partition)
         self._on_lost(partition)
 
+    def holds(self, partition: int) -> bool:
+        """Whether ``partition`` has a producer of its own (it is lost once fenced or failed)."""
+        return partition in self._producers
+
     def discard(self, partition: int) -> None:
         """End the partition's producer, if it has one (its term there is over)."""
         self._open.discard(partition)
