@@ -54,6 +54,7 @@ from pricing_ha.dedupe.relay_clients import (
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
+from pricing_ha.dedupe.suspicion import Suspicions
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
 from pricing_ha.telemetry import Telemetry
 
@@ -158,26 +159,29 @@ class RelayWorker(PartitionWorker):
         )
         self._next_tend = 0.0
         self._liveness = liveness
-        self._tracer = telemetry.tracer()
         d_s = cfg.relay.takeover_after_s
-        self.detector = (
+        #: Takeovers on suspicion (:mod:`.suspicion`): with the heartbeats' reader, unless D = 0.
+        self.suspicions = (
             None
             if liveness is None or d_s == 0
-            else Detector(
-                d_s,
-                liveness.liveness,
-                last_record=self.standby.last_record,
-                caught_up=self.standby.caught_up,
-                recovering=neli.recovering,
-                started=time.monotonic(),
+            else Suspicions(
+                Detector(
+                    d_s,
+                    liveness.liveness,
+                    last_record=self.standby.last_record,
+                    caught_up=self.standby.caught_up,
+                    recovering=neli.recovering,
+                    started=time.monotonic(),
+                ),
+                self.standby,
+                self._control,
+                self._handovers,
+                take_over=self._take_over_suspected,
+                tracer=telemetry.tracer(),
+                stats=stats,
+                session_timeout_s=cfg.relay.session_timeout_ms / 1000,
             )
         )
-        # A partition taken over on suspicion is held like one handed over until the group's
-        # assignee asks for it: that takes the group S and a rebalance, so the bound is longer.
-        self._suspected_bound_s = max(
-            self._handovers.bound_s, 2 * cfg.relay.session_timeout_ms / 1000 + 5.0
-        )
-        self._pulsed: dict[int, float] = {}  # partition -> when this member last ticked it
         # taken up as the grace period ended -> NELI's assignment time then, and how many of
         # NELI's events had arrived before its grace period ended (see _tend_grace)
         self._taken_early: dict[int, tuple[float | None, int]] = {}
@@ -317,7 +321,9 @@ class RelayWorker(PartitionWorker):
         self._tend_taken_early()
         self._handovers.tend(grace)
         self._tend_grace(grace)
-        self._tend_detector(now, grace)
+        if self.suspicions is not None:
+            busy = self.active | self.wanted | set(self.deferred) | grace
+            self.suspicions.tend(now, busy | self._handovers.partitions())
         self._control.write_checkpoints(now, self._terms, self._may_emit, self.standby.checkpoint)
 
     def _tend_grace(self, grace: frozenset[int]) -> None:
@@ -345,60 +351,16 @@ class RelayWorker(PartitionWorker):
                 self._taken_early[p] = (self._neli.assigned_since(p), events)
             self._take_up(led)
 
-    def _tend_detector(self, now: float, grace: frozenset[int]) -> None:
-        """Take over the quiet partitions this member is the successor of (:mod:`.detector`),
-        and pulse the partitions it emits on that no heartbeat of its claims.
+    @property
+    def detector(self) -> Detector | None:
+        """The takeover detector (:mod:`.detector`), or ``None`` when detection is off."""
+        return None if self.suspicions is None else self.suspicions.detector
 
-        A partition taken over on suspicion is not assigned to this member by the group: it
-        is held as one being handed over (:mod:`.handover`), emitted on until the member the
-        group assigns it to asks for it, or until the group gives it to this member.
-        """
-        detector = self.detector
-        if detector is None:
-            return
-        busy = self.active | self.wanted | set(self.deferred) | grace | self._handovers.partitions()
-        found = detector.take_over(
-            [p for p in range(len(self.standby.views)) if p not in busy], now
-        )
-        if found:
-            self._take_over_suspected(found, {p: detector.quiet_for(p, now) for p in found})
-        # Liveness pulse: a partition this member emits on that no heartbeat of its claims
-        # (held on suspicion, or being handed over) shows it is alive with a tick when quiet.
-        pulse_s = detector.threshold_s / 3
-        for partition in self._handovers.partitions():
-            quiet = now - self.standby.last_record(partition)
-            if quiet > pulse_s and now - self._pulsed.get(partition, float("-inf")) > pulse_s:
-                self._pulsed[partition] = now
-                self._control.tick(partition)
-
-    def _take_over_suspected(self, partitions: list[int], quiet: dict[int, float | None]) -> None:
-        """Take ``partitions`` over on suspicion: fenced, marked, then held as handed over."""
-        log.warning(
-            "partitions %s quiet for %s s: taking them over (their owner looks gone)",
-            partitions,
-            {p: round(q or 0.0, 3) for p, q in quiet.items()},
-        )
-        with self._tracer.start_as_current_span(
-            "relay.takeover",
-            attributes={
-                "pricing_ha.takeover.reason": "suspicion",
-                "pricing_ha.partitions": partitions,
-            },
-        ) as span:
-            deferred = self.assign_many(partitions, suspected=True)
-            taken = [p for p in partitions if p not in deferred]
-            span.set_attribute("pricing_ha.taken", taken)
-        self.stats.suspicions += len(partitions)
-        for partition in partitions:
-            if partition in deferred:
-                log.info(
-                    "partition %d: takeover on suspicion deferred: %s",
-                    partition,
-                    deferred[partition].reason,
-                )
-                continue
-            self.active.add(partition)
-            self._handovers.begin(partition, bound_s=self._suspected_bound_s)
+    def _take_over_suspected(self, partitions: list[int]) -> dict[int, TakeoverDeferredError]:
+        """Take ``partitions`` up on suspicion (:mod:`.suspicion`); return those deferred."""
+        deferred = self.assign_many(partitions, suspected=True)
+        self.active.update(p for p in partitions if p not in deferred)
+        return deferred
 
     def _tend_taken_early(self) -> None:
         """Let go of a partition taken up as its grace period ended that NELI no longer
