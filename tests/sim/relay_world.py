@@ -25,6 +25,7 @@ from pricing_ha.config import RelayConfig
 
 if TYPE_CHECKING:
     from tests.sim.relay_clock import SimTime
+    from tests.sim.relay_members import Members
     from tests.sim.relay_producer import Pending
 
 #: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
@@ -80,6 +81,10 @@ class World:
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     verbose: bool = False
+    #: the processes and their heartbeats (:mod:`tests.sim.relay_members`): with the detector
+    members: Members | None = None
+    #: (partition, offset) of prices -> (transactional.id, epoch) of the producer that wrote it
+    writer_of: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
 
     def topic(self, name: str) -> list[list[Message]]:
         """The partitions of topic ``name`` (created on first use)."""
@@ -103,7 +108,7 @@ class World:
 
     def land(self, rec: Pending) -> int:
         """Append a produced record, stamped with when it was produced (its CreateTime)."""
-        return self.append(
+        offset = self.append(
             rec.topic,
             rec.partition,
             key=rec.key,
@@ -111,6 +116,9 @@ class World:
             headers=rec.headers,
             timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
         )
+        if rec.topic == self.prices and rec.fence is not None:
+            self.writer_of[(rec.partition, offset)] = rec.fence
+        return offset
 
     def fenced_out(self, rec: Pending) -> bool:
         """Whether the broker rejects ``rec`` now: its producer's epoch is no longer current."""
@@ -154,8 +162,12 @@ class World:
 
     def pump(self) -> None:
         """Let every standby tail read what it can (they run concurrently in production)."""
-        for worker in self.workers.values():
-            worker.standby.step(0)
+        members = self.members
+        if members is not None:
+            members.heartbeats(self.clock.now)
+        for name, worker in self.workers.items():
+            if members is None or members.runs(name):
+                worker.standby.step(0)
 
     # -- the group --------------------------------------------------------------------------
 
@@ -189,6 +201,8 @@ class World:
     def tick(self) -> None:
         """Time-driven events: ghosts landing, grace periods ending, zombies fencing."""
         now = self.clock.now
+        if self.members is not None:
+            self.members.tick()
         due = [i for i in self.in_flight if i[0] <= now]
         for item in sorted(due, key=lambda i: i[0]):
             self.in_flight.remove(item)
