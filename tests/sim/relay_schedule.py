@@ -67,6 +67,7 @@ class Outcome:
     detector: bool = False
     suspicions: int = 0  # takeovers on suspicion begun (the detector)
     wrong_suspicions: int = 0  # ... of a partition whose holder was alive
+    fenced_records: int = 0  # records for prices rejected: their producer had been fenced
     trace: list[str] = field(default_factory=list)
 
     @property
@@ -321,7 +322,7 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
     world.note(f"STEP {step}")
     members = world.members
     if members is not None and (
-        kind in ("crash", "pause", "cut", "join")
+        kind in ("crash", "pause", "pause-in-flush", "cut", "join")
         or (kind in ("turn", "tail") and not members.runs(step[1]))  # crashed or paused
     ):
         _process_fault(world, workers, members, step)
@@ -363,11 +364,33 @@ def _process_fault(
         members.crash(name)
     elif kind == "pause":
         members.pause(name, step[2])
+    elif kind == "pause-in-flush":
+        world.stop_in_flush[name] = lambda stopped: _sleep_in_flush(
+            world, workers, stopped, step[2]
+        )
     elif kind == "cut":
         members.cut(name, step[2])
     elif kind == "join" and members.restart(name):
         world.faults[name] = Faults()
         workers[name] = start_member(world, members.cfg, members.seed, name)
+
+
+def _sleep_in_flush(
+    world: World, workers: dict[str, RelayWorker], name: str, seconds: float
+) -> None:
+    """Member ``name`` is stopped in a flush for ``seconds``: the others run meanwhile."""
+    members = world.members
+    assert members is not None
+    members.pause(name, seconds)
+    woken = world.clock.now + seconds
+    while world.clock.now < woken:
+        world.clock.advance(min(0.025, woken - world.clock.now))
+        world.tick()
+        world.pump()
+        for other, worker in workers.items():
+            if other != name and members.runs(other):
+                _turn(world, worker, 50)
+    world.tick()  # it wakes
 
 
 def _drained(world: World, workers: dict[str, RelayWorker]) -> bool:
@@ -460,6 +483,7 @@ def run(
             outcome.resume_mismatches, outcome.resumed = compare_resumed(world)
     outcome.relayed = sum(w.stats.relayed for w in workers.values())
     outcome.takeovers = sum(w.stats.takeovers for w in workers.values())
+    outcome.fenced_records = world.fenced_records
     if world.members is not None:
         outcome.suspicions = world.members.suspicions
         outcome.wrong_suspicions = world.members.wrong_suspicions

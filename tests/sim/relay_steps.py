@@ -82,7 +82,9 @@ def random_steps(seed: int, n: int = 120, *, detector: bool = False) -> list[Ste
 
 def _process_fault(rng: random.Random, kind: str, m: str, p: int) -> list[Step]:
     if kind == "pause":  # D = 0.35 s < T = 0.6 s < S = 1 s (the relay's defaults)
-        return [("pause", m, rng.choice([0.2, 0.45, 0.55, 0.8, 2.0]))]
+        # Between two turns, or mid-transaction: in its next flush, records unsent.
+        how = rng.choice(["pause", "pause-in-flush"])
+        return [(how, m, rng.choice([0.2, 0.45, 0.55, 0.8, 2.0]))]
     if kind == "cut":
         return [("cut", m, rng.choice([0.45, 0.8, 2.0]))]
     if kind != "crash-join":

@@ -78,6 +78,9 @@ class World:
     epochs: dict[str, int] = field(default_factory=dict)  # transactional.id -> current epoch
     ghost_due: dict[tuple[str, int], float] = field(default_factory=dict)  # last ghost's landing
     in_flight: list[tuple[float, Any]] = field(default_factory=list)
+    #: member -> what stops it in its next flush with records pending (a SIGSTOP that lands
+    #: mid-transaction: the others run meanwhile; :mod:`tests.sim.relay_members`)
+    stop_in_flush: dict[str, Any] = field(default_factory=dict)
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     verbose: bool = False
@@ -85,6 +88,7 @@ class World:
     members: Members | None = None
     #: (partition, offset) of prices -> (transactional.id, epoch) of the producer that wrote it
     writer_of: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+    fenced_records: int = 0  # records for prices the broker rejected: their writer was fenced
 
     def topic(self, name: str) -> list[list[Message]]:
         """The partitions of topic ``name`` (created on first use)."""
@@ -133,6 +137,7 @@ class World:
         elif self.fenced_out(rec):
             err = KafkaError(KafkaError.PRODUCER_FENCED)
             lands = False
+            self.fenced_records += rec.topic == self.prices
         elif rec.outcome != "ok":
             err = KafkaError(KafkaError._MSG_TIMED_OUT)
             if self.ghosts and rec.outcome == "timeout":
@@ -208,6 +213,7 @@ class World:
             self.in_flight.remove(item)
             rec = item[1]
             if self.fenced_out(rec):
+                self.fenced_records += rec.topic == self.prices
                 self.note(f"  ghost of {rec.partition} rejected: its producer was fenced")
                 continue
             offset = self.land(rec)

@@ -135,14 +135,17 @@ def _check_schedules(seeds: range, fencing: str) -> None:
     detected = [o for o in outcomes if o.detector]
     suspicions = sum(o.suspicions for o in detected)
     wrong = sum(o.wrong_suspicions for o in detected)
+    fenced = sum(o.fenced_records for o in detected)
     print(
         f"{len(detected)} of {len(outcomes)} schedules with the detector: {suspicions} "
-        f"takeovers on suspicion, {wrong} of them wrong (the holder was alive)"
+        f"takeovers on suspicion, {wrong} of them wrong (the holder was alive); {fenced} "
+        "records of fenced writers rejected"
     )
     if fencing == "transactions":
         # The detector took partitions over, rightly (crashes) and wrongly (pauses, cut-offs).
         assert suspicions > len(detected)
         assert 0 < wrong < suspicions
+        assert fenced > 0  # zombies did write after being fenced
 
 
 @pytest.mark.skipif("RELAY_SIM_STEPS" not in os.environ, reason="replays RELAY_SIM_STEPS")
