@@ -25,12 +25,12 @@ def _a_owns_partition_0(seed: int = 3) -> tuple[Any, dict[str, Any], Any, Checke
         apply_step(world, workers, ("move", 0, "A", False, 0.0), raw)
         for p in (1, 2, 3):  # B's, without input: its heartbeats show it alive
             apply_step(world, workers, ("move", p, "B", False, 0.0), raw)
-        _relay(world, workers, raw, checker, "AB", 1.5)
+        _relay(world, workers, raw, checker, names="AB", s=1.5)
     assert 0 in workers["A"].active
     return world, workers, raw, checker
 
 
-def _relay(world: Any, workers: Any, raw: Any, checker: Checker, names: str, s: float) -> None:
+def _relay(world: Any, workers: Any, raw: Any, checker: Checker, *, names: str, s: float) -> None:
     """Prices keep arriving for ``s`` seconds (steps of 25 ms) while members ``names`` turn."""
     for _ in range(round(s / 0.025)):
         apply_step(world, workers, ("advance", 0.025), raw)
@@ -51,14 +51,14 @@ def test_a_crashed_owner_is_taken_over_on_suspicion_before_the_group_notices() -
         apply_step(world, workers, ("crash", "A"), raw)
         crashed = world.clock.now
         while 0 not in b.active and world.clock.now - crashed < 0.9:
-            _relay(world, workers, raw, checker, "B", 0.025)
+            _relay(world, workers, raw, checker, names="B", s=0.025)
         took = world.clock.now - crashed
         assert world.owner[0] == "A"  # the group has not noticed yet
         assert 0 in b.active, world.trace[-40:]
         assert d_s < took < d_s + 0.3
         assert world.members.suspicions == 1
         assert world.members.wrong_suspicions == 0
-        _relay(world, workers, raw, checker, "B", 2.0)  # the group notices, assigns B
+        _relay(world, workers, raw, checker, names="B", s=2.0)  # the group notices, assigns B
         assert drain(world, workers, raw, checker)
     assert not checker.violations, checker.violations
 
@@ -73,12 +73,12 @@ def test_an_owner_woken_after_d_is_fenced_and_its_records_rejected() -> None:
     with simulated_time(world.clock):
         # A stops in its next flush, its transaction open and its records unsent.
         apply_step(world, workers, ("pause-in-flush", "A", 0.55), raw)
-        _relay(world, workers, raw, checker, "AB", 0.1)  # A's turns do nothing: asleep
+        _relay(world, workers, raw, checker, names="AB", s=0.1)  # A's turns do nothing: asleep
         assert world.members.suspicions == 1
         assert world.members.wrong_suspicions == 1
         assert 0 in b.active
         assert b.stats.suspicions == 1
-        _relay(world, workers, raw, checker, "AB", 2.0)
+        _relay(world, workers, raw, checker, names="AB", s=2.0)
         assert world.fenced_records > 0, "the zombie wrote nothing after its fence"
         assert 0 in a.active
         assert 0 not in b.active  # handed back to the group's assignee
