@@ -382,14 +382,16 @@ def _sleep_in_flush(
     members = world.members
     assert members is not None
     members.pause(name, seconds)
+    world.in_flush.add(name)  # (a member stopped further up the stack does not run either)
     woken = world.clock.now + seconds
     while world.clock.now < woken:
         world.clock.advance(min(0.025, woken - world.clock.now))
         world.tick()
         world.pump()
         for other, worker in workers.items():
-            if other != name and members.runs(other):
+            if other not in world.in_flush and members.runs(other):
                 _turn(world, worker, 50)
+    world.in_flush.discard(name)
     world.tick()  # it wakes
 
 
@@ -406,6 +408,7 @@ def _drained(world: World, workers: dict[str, RelayWorker]) -> bool:
 
 def drain(world: World, workers: dict[str, RelayWorker], raw: Any, checker: Checker) -> bool:
     """Heal every fault, publish the rest, give every partition an owner, run until drained."""
+    world.stop_in_flush.clear()
     if world.members is not None:
         for name in world.members.heal_all():
             _process_fault(world, workers, world.members, ("join", name))

@@ -81,6 +81,7 @@ class World:
     #: member -> what stops it in its next flush with records pending (a SIGSTOP that lands
     #: mid-transaction: the others run meanwhile; :mod:`tests.sim.relay_members`)
     stop_in_flush: dict[str, Any] = field(default_factory=dict)
+    in_flush: set[str] = field(default_factory=set)  # members stopped in a flush now
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     verbose: bool = False
