@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.sim.hand_driven import relay_for
 from tests.sim.relay_clock import simulated_time
 from tests.sim.relay_schedule import Checker, apply_step, build, drain
 from tests.sim.relay_steps import raw_prices
@@ -32,13 +33,7 @@ def _a_owns_partition_0(seed: int = 3) -> tuple[Any, dict[str, Any], Any, Checke
 
 def _relay(world: Any, workers: Any, raw: Any, checker: Checker, *, names: str, s: float) -> None:
     """Prices keep arriving for ``s`` seconds (steps of 25 ms) while members ``names`` turn."""
-    for _ in range(round(s / 0.025)):
-        apply_step(world, workers, ("advance", 0.025), raw)
-        apply_step(world, workers, ("publish", 0, 1), raw)
-        world.pump()
-        for name in names:
-            apply_step(world, workers, ("turn", name, 50), raw)
-        checker.scan(0)
+    relay_for(world, workers, raw, names, s, step_s=0.025, checker=checker)
 
 
 def test_a_crashed_owner_is_taken_over_on_suspicion_before_the_group_notices() -> None:
