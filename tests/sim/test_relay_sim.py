@@ -136,7 +136,7 @@ def _check_schedules(seeds: range, fencing: str) -> None:
     suspicions = sum(o.suspicions for o in detected)
     wrong = sum(o.wrong_suspicions for o in detected)
     fenced = sum(o.fenced_records for o in detected)
-    print(
+    print(  # (0 of them without fencing)
         f"{len(detected)} of {len(outcomes)} schedules with the detector: {suspicions} "
         f"takeovers on suspicion, {wrong} of them wrong (the holder was alive); {fenced} "
         "records of fenced writers rejected"
