@@ -170,13 +170,15 @@ class Members:
     # -- time ---------------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """The group's and NELI's reactions that are due, then heartbeats sent and received."""
+        """Heartbeats sent and received up to now, then the group's and NELI's reactions that
+        are due (heartbeats first: a member woken or healed since its last tick sent nothing
+        while it was down, and reads what it missed at its wake-up, by its down record)."""
         now = self.world.clock.now
+        self.heartbeats(now)
         due = sorted(e for e in self.events if e[0] <= now)
         for event in due:
             self.events.remove(event)
             self._react(*event)
-        self.heartbeats(now)
 
     def heartbeats(self, now: float) -> None:
         """Send the pulses due up to ``now``, deliver the heartbeats that have arrived."""
