@@ -8,12 +8,13 @@ B must take the partition over on suspicion well before the group notices (S), a
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from tests.sim.hand_driven import relay_for
 from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import Checker, apply_step, build, drain
-from tests.sim.relay_steps import raw_prices
+from tests.sim.relay_schedule import Checker, apply_step, build, drain, report, run
+from tests.sim.relay_steps import Step, raw_prices
 
 
 def _a_owns_partition_0(seed: int = 3) -> tuple[Any, dict[str, Any], Any, Checker]:
@@ -79,3 +80,18 @@ def test_an_owner_woken_after_d_is_fenced_and_its_records_rejected() -> None:
         assert 0 not in b.active  # handed back to the group's assignee
         assert drain(world, workers, raw, checker)
     assert not checker.violations, checker.violations
+
+
+def test_no_takeover_on_suspicion_without_a_fault() -> None:
+    """Owners that run, with input or without, on every partition, and time passing in steps
+    of up to 100 ms between their turns: nothing is ever suspected."""
+    rng = random.Random(11)
+    steps: list[Step] = [("move", p, "AB"[p % 2], False, 0.0) for p in range(4)]
+    for _ in range(300):
+        steps.append(rng.choice([("turn", "A", 20), ("turn", "B", 20), ("tail", "A")]))
+        steps.append(("publish", rng.randrange(3), rng.randint(0, 2)))  # none on partition 3
+        steps.append(("advance", rng.choice([0.005, 0.02, 0.1])))
+    outcome = run(11, steps, detector=True)
+    assert not outcome.failed, report(outcome)
+    assert outcome.relayed > 100
+    assert outcome.suspicions == 0
