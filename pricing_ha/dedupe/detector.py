@@ -84,8 +84,6 @@ class Detector:
         self._caught_up = caught_up
         self._recovering = recovering
         self._started = started
-        #: Partitions found quiet with this member as successor, counted (metrics, tests).
-        self.suspicions = 0
 
     def quiet_for(self, partition: int, now: float) -> float | None:
         """How long ``partition`` has been quiet as this member can tell, or ``None`` when
@@ -114,5 +112,4 @@ class Detector:
                 live = self.liveness.live(self.threshold_s, now)
             if successor(partition, live) == self.liveness.me:
                 found.append(partition)
-        self.suspicions += len(found)
         return found

@@ -83,3 +83,32 @@ def test_relay_sigstop_zombie_is_fenced_and_its_records_never_visible(
     assert r1.alive(), f"the woken relay died:\n{r1.log_tail(40)}"
     assert "relay failed" not in r1.log_path.read_text(), r1.log_tail(40)
     _judge(cluster, stopped_ms)
+
+
+def test_two_relays_crashing_one_after_the_other_leave_the_third_with_everything(
+    cluster: PricingCluster,
+) -> None:
+    """SIGKILL of two relays 1 s apart (the second may hold the first's partitions): the third
+    takes everything over long before the group notices; every seq once, in order."""
+    cluster.relay("r3")
+    _start(cluster)
+    time.sleep(5)
+    killed_ms = time.time() * 1000
+    cluster.members["relay-r1"].kill()
+    time.sleep(1.0)  # a takeover of r1's partitions may be under way
+    cluster.members["relay-r2"].kill()
+    time.sleep(RELAY_S + 4)
+    assert cluster.members["relay-r3"].alive()
+    _judge(cluster, killed_ms)
+
+
+def test_a_relay_joining_during_a_takeover_costs_no_gap(cluster: PricingCluster) -> None:
+    """SIGKILL of a relay, and a new one started at once (the group rebalances while the
+    survivor takes the dead one's partitions over): every seq once, in order, bounded."""
+    _start(cluster)
+    time.sleep(5)
+    killed_ms = time.time() * 1000
+    cluster.members["relay-r1"].kill()
+    cluster.relay("r3")
+    time.sleep(RELAY_S + 6)
+    _judge(cluster, killed_ms)
