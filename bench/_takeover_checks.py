@@ -69,8 +69,8 @@ def takeovers_in(controls: Iterable[Ctl], lo_ms: float, hi_ms: float) -> list[Ct
 
 
 def relay_section(relay: RelayConfig) -> str:
-    """The ``[relay]`` section of a configuration file that sets ``relay``'s timing, fencing
-    and takeover threshold D, if set (appended to a cluster's file: the relays read it like
+    """The ``[relay]`` section of a configuration file that sets ``relay``'s timing and
+    takeover threshold D, if set (appended to a cluster's file: the relays read it like
     any deployment's)."""
     lines = [
         "[relay]",
@@ -79,7 +79,6 @@ def relay_section(relay: RelayConfig) -> str:
         f"clock_skew_ms = {relay.clock_skew_ms}",
         f"pulse_interval_ms = {relay.pulse_interval_ms}",
         f"output_timeout_ms = {relay.output_timeout_ms}",
-        f'fencing = "{relay.fencing}"',
     ]
     if relay.takeover_after_ms is not None:  # unset: the relay's own default
         lines.append(f"takeover_after_ms = {relay.takeover_after_ms}")

@@ -102,7 +102,7 @@ def summarise(runs: list[ClusterRun], *, tick_s: float) -> dict[str, Any]:
                 "join", "silence_from_rebalance_s", "input_silence_from_rebalance_s"
             ),
         },
-        # a join's silence from the rebalance it causes (the first hand-over announcement)
+        # a join's silence from the rebalance it causes (the first probe of a new owner)
         # until settled: the move without the new process's start-up on the same 2 cores
         "join_from_rebalance_silence_s": {
             "per_partition": of("join", False, "silence_from_rebalance_s"),

@@ -249,10 +249,10 @@ class Rounds:
         self.live.add(name)
         how = self.settle()
         settled_ms = time.time_ns() / 1e6
-        # The join reaches the price path when the group rebalances: the old owners are
-        # revoked and announce their hand-overs. Before that, only the new process's start-up
-        # shares the machine's 2 cores with the pipeline (on its own host it would not).
-        entered_ms = self.tail.first_announcement_ms(join_ms, settled_ms)
+        # The join reaches the price path when the group rebalances: the new owners probe the
+        # partitions it gives them. Before that, only the new process's start-up shares the
+        # machine's 2 cores with the pipeline (on its own host it would not).
+        entered_ms = self.tail.first_probe_ms(join_ms, settled_ms)
         moved = {
             p: gap / 1000
             for p in range(self.c.partitions)

@@ -19,7 +19,7 @@ import time
 from _common import TopicTail
 from confluent_kafka import OFFSET_END, Message
 
-from pricing_ha.dedupe.control import HANDOVER
+from pricing_ha.dedupe.control import PROBE
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
 
 Rec = tuple[int, int, str]  # offset, timestamp ms, relay
@@ -33,19 +33,19 @@ class PricesTail:
     Also keeps each record's hop: how long after its producer timestamp (the relay's
     ``produce()``) this reader had it, the wall clock being the same on the machine; every
     control record per partition (:data:`Ctl`: takeover markers, checkpoints...); and the
-    producer timestamps of the relays' hand-over announcements (a relay writes one on each
-    partition it is revoked: the moment a rebalance reaches the price path).
+    producer timestamps of the relays' probes (a relay writes one on each partition a
+    rebalance gives it, in its grace period: the moment a rebalance reaches the price path).
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, skip: str) -> None:
         """Start following (records whose key starts with ``skip`` are the preload: ignored)."""
         self.records: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
         self.hops: list[tuple[int, float]] = []  # (timestamp ms, received - timestamp ms)
-        self.announced_ms: list[int] = []  # hand-over announcements' timestamps, as read
+        self.probed_ms: list[int] = []  # probes' timestamps, as read
         self.controls: dict[int, list[Ctl]] = {p: [] for p in range(partitions)}
         self._skip = skip.encode()
         self._tail = TopicTail(
-            bootstrap, [topic], partitions, self._keep, on_control=self._announcements
+            bootstrap, [topic], partitions, self._keep, on_control=self._controls
         )
 
     def _keep(self, batch: list[Message], _received: float) -> None:
@@ -59,7 +59,7 @@ class PricesTail:
             self.records[p].append((offset, ts, relay))
             self.hops.append((ts, now_ms - ts))
 
-    def _announcements(self, batch: list[Message]) -> None:
+    def _controls(self, batch: list[Message]) -> None:
         for msg in batch:
             headers = msg.headers()
             if not is_control(msg.key(), headers):
@@ -68,12 +68,12 @@ class PricesTail:
             kind, ts = values.get(CONTROL_HEADER, ""), msg.timestamp()[1]
             p = msg.partition() or 0
             self.controls[p].append((msg.offset() or 0, ts, values.get("relay", ""), kind))
-            if kind == HANDOVER.decode():
-                self.announced_ms.append(ts)
+            if kind == PROBE.decode():
+                self.probed_ms.append(ts)
 
-    def first_announcement_ms(self, lo_ms: float, hi_ms: float) -> int | None:
-        """The earliest hand-over announcement produced in [lo_ms, hi_ms], if any."""
-        return min((ts for ts in list(self.announced_ms) if lo_ms <= ts <= hi_ms), default=None)
+    def first_probe_ms(self, lo_ms: float, hi_ms: float) -> int | None:
+        """The earliest probe produced in [lo_ms, hi_ms], if any."""
+        return min((ts for ts in list(self.probed_ms) if lo_ms <= ts <= hi_ms), default=None)
 
     def hops_ms(self, lo_ms: float, hi_ms: float) -> list[float]:
         """The hops of the records produced in [lo_ms, hi_ms]."""

@@ -37,14 +37,13 @@ from _common import write
 from confluent_kafka import Message, Producer
 
 from neli import role_partition
-from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig, RelayConfig
+from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig
 from pricing_ha.dedupe.control import PartitionView
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
-from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.publishing.quotes import SequenceGuard
@@ -125,10 +124,18 @@ class _Sink:
     def flush(self, timeout: float = 0) -> int:
         return 0
 
+    def init_transactions(self, timeout: float = 0) -> None:
+        pass
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def commit_transaction(self, timeout: float = 0) -> None:
+        pass
+
 
 def _relay(limit: int) -> dict[str, Any]:
     cfg = AppConfig(
-        relay=RelayConfig(fencing="none"),
         broker=BrokerConfig(librdkafka={"message.max.bytes": str(limit * 100 + 10**6)}),
         limits=LimitsConfig(max_instruments_per_partition=limit),
     )
@@ -138,6 +145,7 @@ def _relay(limit: int) -> dict[str, Any]:
     producers = OutputProducers(
         cfg, "r1", "g", stats=stats, producer_factory=lambda _s: cast(Producer, sink)
     )
+    producers.fences.fence(list(range(PARTITIONS)), 1.0)  # as a takeover does
     out = RelayOutput(
         cfg, "r1", "g", producers, lambda _p: True, stats=stats, telemetry=Telemetry.noop("b")
     )
@@ -145,7 +153,6 @@ def _relay(limit: int) -> dict[str, Any]:
         out,
         cast(RawInput, SimpleNamespace(commits=lambda *_a: [], rewind=lambda *_a: True)),
         cast(ReadAhead, SimpleNamespace(reading=lambda: False, skipping=False, replaying=False)),
-        cast(Restarts, SimpleNamespace(failed=lambda _p: set())),
         window_s=0.5,
         may_emit=lambda _p: True,
         handing_over=lambda _p: False,

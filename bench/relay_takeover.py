@@ -24,7 +24,7 @@ the latest records of the most partitions:
 2. **join**: start a replacement relay; the longest gap on every partition from its start until
    the cluster settles again (the relay group rebalances eagerly: each old owner hands over
    every partition, moved or given back to it, as in 4). Also reported from the rebalance the
-   join causes (the first hand-over announcement an old owner writes on ``prices``) until
+   join causes (the first probe a new owner writes on ``prices``) until
    settled: the same, without the gaps of the new process's start-up, which here shares the 2
    cores with the whole pipeline;
 3. **sigstop**: SIGSTOP the active relay for ``--stop-s`` (default 2 s: well past D, well
@@ -184,9 +184,6 @@ def main() -> None:
         "--retained", default="0,1000000", help="records preloaded on prices (of each cluster)"
     )
     parser.add_argument(
-        "--fencing", choices=("none", "transactions"), default=AppConfig().relay.fencing
-    )
-    parser.add_argument(
         "--session-timeout-ms",
         type=int,
         default=SESSION_MS,
@@ -196,7 +193,7 @@ def main() -> None:
         "--takeover-after-ms",
         type=int,
         default=None,
-        help="D of the relays' standby detector (default: the relay's own; 0 without fencing)",
+        help="D of the relays' standby detector (default: the relay's own; 0: off)",
     )
     parser.add_argument("--stop-s", type=float, default=2.0, help="how long a SIGSTOP lasts")
     parser.add_argument(
@@ -213,12 +210,10 @@ def main() -> None:
     relay = dataclasses.replace(
         AppConfig().relay,
         session_timeout_ms=args.session_timeout_ms,
-        fencing=args.fencing,
         takeover_after_ms=args.takeover_after_ms,
     )
-    # D as the relays apply it, written out so that the file and the JSON say the same (the
-    # detector runs only with the broker's fencing)
-    detect = round(relay.takeover_after_s * 1000) if relay.fencing == "transactions" else 0
+    # D as the relays apply it, written out so that the file and the JSON say the same
+    detect = round(relay.takeover_after_s * 1000)
     relay = dataclasses.replace(relay, takeover_after_ms=detect)
     retained_values = [int(r) for r in args.retained.split(",")]
     began = time.monotonic()
@@ -243,7 +238,7 @@ def main() -> None:
             "relay_clock_skew_ms": relay.clock_skew_ms,
             "relay_pulse_interval_ms": relay.pulse_interval_ms,
             "relay_output_timeout_ms": relay.output_timeout_ms,
-            "relay_fencing": relay.fencing,
+            "relay_fencing": "transactions",  # the only mode (kept for comparing results)
             "relay_takeover_after_ms": relay.takeover_after_ms,
             "sigstop_s": args.stop_s,
             "quiet_window_s": args.quiet_s,

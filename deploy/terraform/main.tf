@@ -73,8 +73,8 @@ locals {
       write = ["neli", "prices", "raw_dlq"]
       # NELI, the committed prices.raw positions, and the standby's throwaway reader groups.
       groups = ["pricing.relay", "pricing.relay.raw", "relay-standby-*"]
-      # One transactional producer per owned partition of prices (relay fencing =
-      # "transactions"): a successor's init_transactions fences the previous owner.
+      # One transactional producer per owned partition of prices (the relay's fencing): a
+      # successor's init_transactions fences the previous owner.
       transactional_ids = ["pricing.relay.raw.${local.topics.prices}.*"]
       create_topics     = false
     }

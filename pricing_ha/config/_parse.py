@@ -99,6 +99,10 @@ def convert_table(cls: type[T], table: object, *, key: str, source: str) -> T:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(names))
+    for name in unknown:
+        removed = _removed(cls, name)
+        if removed is not None:
+            raise ConfigError(_source_of(table, name, source), _join(key, name), removed)
     if unknown:
         raise ConfigError(
             source, _join(key, unknown[0]), f"unknown key (known keys: {', '.join(names)})"
@@ -115,6 +119,14 @@ def convert_table(cls: type[T], table: object, *, key: str, source: str) -> T:
         raise ConfigError(
             _source_of(table, exc.key, source), _join(key, exc.key), exc.problem
         ) from exc
+
+
+def _removed(cls: type, name: str) -> str | None:
+    """Why key ``name`` of ``cls`` is refused, if it is one the dataclass lists as removed (its
+    ``REMOVED_KEYS``: name -> what to do instead): an old file setting it gets that problem,
+    not a bare "unknown key"."""
+    removed: Mapping[str, str] = getattr(cls, "REMOVED_KEYS", {})
+    return removed.get(name)
 
 
 def _source_of(table: Mapping[str, object], key: str, source: str) -> str:
@@ -276,8 +288,9 @@ def _env_path(parts: list[str], tp: Any, value: EnvText) -> list[str]:
         if dataclasses.is_dataclass(tp):
             name = segment.lower()
             hints = typing.get_type_hints(tp)
-            if name not in hints:
-                raise ConfigError(value.source, _join(".".join(path), name), "unknown key")
+            if name not in hints or name not in {f.name for f in dataclasses.fields(tp)}:
+                problem = _removed(tp, name) or "unknown key"  # type: ignore[arg-type]
+                raise ConfigError(value.source, _join(".".join(path), name), problem)
             tp = _strip_optional(hints[name])[0]
         elif _is_mapping(tp):
             tp = typing.get_args(tp)[1]

@@ -8,7 +8,9 @@ these names from :mod:`pricing_ha.config`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pricing_ha.config._sections import check, check_ms
 
@@ -119,7 +121,6 @@ def _check_pulse(owner: object, pulse_ms: int, threshold_ms: int) -> None:
     )
 
 
-_FENCING = ("transactions", "none")
 _MIN_OUTPUT_TIMEOUT_MS = 500
 
 
@@ -144,13 +145,6 @@ class RelayConfig:
             (eager: every partition is revoked and assigned again, and the relay hands each
             over, the old owner emitting until its successor asks, so a join costs no
             silence).
-        fencing: ``"transactions"`` (default): each owned partition of ``prices`` is written
-            by a transactional producer of its own (``transactional.id`` derived from the
-            partition), so a takeover's ``init_transactions`` makes the broker reject the
-            previous owner's writes and abort its open transaction, and the new owner need not
-            wait out a grace period; subscribers read ``read_committed``. ``"none"``: one
-            idempotent producer, owners kept apart by the grace period T and the output
-            timeout alone (for a broker without transactions).
         takeover_after_ms: D, how long a partition of ``prices`` must be quiet (no record on
             it, no heartbeat of a member claiming it) before the one live member that
             rendezvous hashing names takes it over, fenced by the broker, without waiting
@@ -158,6 +152,12 @@ class RelayConfig:
             pulses, so that one late heartbeat of a live owner does not look like a crash; 0
             turns detection off (a crash then costs S and a rebalance). Default (unset):
             350, or two pulses if that is more.
+
+    The relay always fences by the broker: each owned partition of ``prices`` is written by a
+    transactional producer of its own (``transactional.id`` derived from the partition), so a
+    takeover's ``init_transactions`` makes the broker reject the previous owner's writes and
+    abort its open transaction, and the new owner need not wait out a grace period;
+    subscribers read ``read_committed``. A ``fencing`` key is refused (:attr:`REMOVED_KEYS`).
 
     Why S = 1000 ms: a relay crash is paid in full on ``prices``: the coordinator evicts the
     dead owner S after its last heartbeat, the group rebalances (on Apache Kafka, once every
@@ -178,7 +178,6 @@ class RelayConfig:
     output_timeout_ms: int = 1000
     reorder_window_ms: int = 500
     assignment_strategy: str = "roundrobin"
-    fencing: str = "transactions"
     takeover_after_ms: int | None = None
 
     @property
@@ -187,6 +186,13 @@ class RelayConfig:
         if self.takeover_after_ms is None:
             return max(350, 2 * self.pulse_interval_ms) / 1000
         return self.takeover_after_ms / 1000
+
+    #: Keys an old configuration may still set, and why they are refused.
+    REMOVED_KEYS: ClassVar[Mapping[str, str]] = {
+        "fencing": "removed: the relay always fences by the broker's transactions (Apache "
+        "Kafka), and 'none' (owners kept apart by time alone) is no longer supported; "
+        "delete this key",
+    }
 
     def __post_init__(self) -> None:
         check(
@@ -197,12 +203,6 @@ class RelayConfig:
             "takeover_after_ms",
             f"must be 0 (off) or at least two pulses (2 x pulse_interval_ms = "
             f"{2 * self.pulse_interval_ms}), got {self.takeover_after_ms}",
-        )
-        check(
-            self.fencing in _FENCING,
-            self,
-            "fencing",
-            f"must be one of {', '.join(repr(f) for f in _FENCING)}, got {self.fencing!r}",
         )
         check_ms(self, "session_timeout_ms", self.session_timeout_ms, _MIN_SESSION_TIMEOUT_MS)
         check_ms(self, "threshold_ms", self.threshold_ms)

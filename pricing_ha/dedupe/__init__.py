@@ -5,9 +5,9 @@
   :mod:`.relay_worker`, its partition worker (takeover, letting go, starting over), with its
   Kafka clients and group ids in :mod:`.relay_clients` and its counters in :mod:`.stats`;
   :mod:`.hot_path`: arbitration, output and commits of a batch, and what happens to a
-  partition paused or whose output failed (:mod:`.restart`: started over in place while
-  handed over); a move's two sides: :mod:`.succession` (what the next owner establishes
-  before emitting, after its grace period's probes: :mod:`.grace_period`) and
+  partition paused or whose output failed; a move's two sides: :mod:`.succession` (what the
+  next owner establishes before emitting: the previous owner fenced, a takeover marker; after
+  its grace period's probes: :mod:`.grace_period`) and
   :mod:`.handover` (the old owner emitting until it is asked to stop);
   :mod:`.raw_input` (where ``prices.raw[k]`` is read from) and :mod:`.read_ahead` (input read
   during the grace period);
@@ -16,7 +16,7 @@
 * :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, each started from
   its latest checkpoint (:mod:`.checkpoint_search`);
 * :mod:`.control`: the control records on ``prices``, and the view of a partition they fold
-  into; :mod:`.control_writer`: writing them (markers, checkpoints, hand-over notices);
+  into; :mod:`.control_writer`: writing them (markers, checkpoints, ticks);
 * :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans:
   :mod:`.failover_spans`), through the producers of :mod:`.output_producers` (fencing:
   :mod:`.fences`; a wedged producer replaced).

@@ -17,26 +17,20 @@ The kinds of control record on ``prices[k]``:
   as one: the owner of the earlier term may still be emitting. It then also names that
   earlier term (headers ``below`` and ``below_wall``): if the term it ends is still the
   latest, readers take the earlier one as the latest again, so a term that never began hides
-  nothing from whoever is next (the earlier owner's hand-over announcement above all, which
-  tells a successor to wait for its output to drain).
+  nothing from whoever is next (the partition looks released again if that owner had
+  released it).
 * ``probe``: a relay assigned k, still in its grace period, asking what the end looks like.
 * ``checkpoint``: the writer's own :class:`PartitionView` of k at some ``position`` below the
   record (its value, JSON). Owners write one about every second while prices arrive.
-* ``handover``: the owner of term t (header ``term``) has lost k (a planned rebalance, a lost
-  session or a fence) and is handing k over: it emits on k until a successor asks, but only
-  once its own tail has read this record back. A successor that finds no announcement of the
-  latest term below its takeover marker knows that owner will not emit on k again (it sees
-  the marker first), so it need not wait for a release (without fencing, it still waits until
-  whatever that owner produced while it led has landed or expired: see
-  :mod:`pricing_ha.dedupe.succession`).
-* ``kept``: the owner of term t (header ``term``) was given k back while handing it over and
-  goes on under its term: its announcement no longer holds.
 * ``reset``: an operator's reset of one instrument's mark (header ``instrument``): the view
   forgets the instrument's mark (:mod:`.mark_reset`).
 * ``tick``: written by an owner handing k over that may not emit because its tail has not
   seen the end of k lately (k idle: nothing of its own to read back). Its own tail reading it
   back has seen everything appended before it, a successor's request included. It means
   nothing to anyone else.
+
+A control record of any other kind (``handover`` and ``kept`` are on topics written by earlier
+relays) is read past: it changes nothing in the view.
 
 :class:`Snapshot` is the state of a partition just *before* one of this member's own control
 records (recognised by the ``marker`` header this member's token starts), captured by the tail
@@ -60,8 +54,6 @@ from pricing_ha.publishing.quotes import MAX_SEQ
 
 __all__ = [
     "CHECKPOINT",
-    "HANDOVER",
-    "KEPT",
     "PROBE",
     "RELEASE",
     "RESET",
@@ -78,8 +70,6 @@ RELEASE = b"release"
 PROBE = b"probe"
 CHECKPOINT = b"checkpoint"
 TICK = b"tick"
-HANDOVER = b"handover"
-KEPT = b"kept"
 RESET = b"reset"
 
 
@@ -93,7 +83,6 @@ class Snapshot:
         clean: the partition was cleanly released below ``offset`` (see the module docstring),
             or never had an owner.
         term: the offset of the last takeover marker below ``offset`` (-1: none).
-        handing_over: the owner of that term announced a hand-over below ``offset``.
         term_wall: that marker's timestamp in seconds (when its writer produced it, by its
             clock), -1 if not known.
     """
@@ -102,7 +91,6 @@ class Snapshot:
     high: dict[str, int]
     clean: bool
     term: int = -1
-    handing_over: bool = False
     term_wall: float = -1.0
 
 
@@ -117,7 +105,6 @@ class PartitionView:
     term_wall: float = -1.0  # its timestamp (s; its writer's clock), -1: not known
     released_term: int = -1  # the term named by the last release marker
     released_at: int = -1  # offset of the last release marker
-    handover_term: int = -1  # the term named by the last hand-over announcement
     # member token -> offset of its last probe or takeover, from the last takeover on (what
     # a reader needs to know whether *another* member asked since its own term; the same
     # whoever reads it, so that a checkpoint is valid for every reader)
@@ -131,11 +118,6 @@ class PartitionView:
         if self.term < 0 and self.last_data < 0:
             return True  # never owned
         return self.released_term == self.term and self.released_at > self.last_data
-
-    @property
-    def handing_over(self) -> bool:
-        """The owner of the latest term announced that it is handing the partition over."""
-        return self.term >= 0 and self.handover_term == self.term
 
     def requested_after(self, offset: int, me: str) -> bool:
         """Whether a member other than token ``me`` asked for the partition after ``offset``
@@ -159,18 +141,13 @@ class PartitionView:
             self.requests.clear()
         if kind in (TAKEOVER, PROBE):
             self.requests[marker.rpartition(b":")[0].decode(errors="replace")] = offset
-        elif kind == HANDOVER:
-            term = header_int(values.get("term"))
-            self.handover_term = -2 if term is None else term
         elif kind == RESET:
             self.high.pop(values.get("instrument", b"").decode(errors="replace"), None)
-        elif kind == KEPT and values.get("term", b"") == str(self.handover_term).encode():
-            self.handover_term = -1
         elif kind == RELEASE and values.get("before") == b"unclean":
             # A release saying it found the partition unclean ends a term that never began: an
             # earlier owner may still be emitting, so the partition stays unreleased, and if
-            # that term is still the latest, the one below it is the latest again (its owner's
-            # announcement, if any, counts again: it may still be handing over).
+            # that term is still the latest, the one below it is the latest again (released
+            # if its owner had released it).
             below = _signed(values.get("below", b""))
             if below is not None and -1 <= below < self.term == _signed(values.get("term", b"")):
                 self.term = below
@@ -204,7 +181,6 @@ class PartitionView:
                 "term_wall": self.term_wall,
                 "released_term": self.released_term,
                 "released_at": self.released_at,
-                "handover_term": self.handover_term,
                 "requests": self.requests,
             }
         )
@@ -223,7 +199,6 @@ class PartitionView:
                 term_wall=float(doc.get("term_wall", -1.0)),
                 released_term=_int(doc["released_term"]),
                 released_at=_int(doc["released_at"]),
-                handover_term=_int(doc.get("handover_term", -1)),
                 requests={str(k): _int(v) for k, v in doc["requests"].items()},
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError):

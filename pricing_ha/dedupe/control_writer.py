@@ -1,21 +1,20 @@
-"""Writing the relay's control records to ``prices``: markers, checkpoints, hand-over notices.
+"""Writing the relay's control records to ``prices``: markers, checkpoints, ticks.
 
 What each kind of control record says, and the view of a partition they fold into, is
 :mod:`.control`; this module writes them, through the member's producers
 (:mod:`.output_producers`). :class:`ControlWriter` writes
 
 * **markers**, waited for (:meth:`ControlWriter.write_markers`): probes (:mod:`.grace_period`)
-  and takeover markers (:mod:`.succession`), release markers (the worker, when it lets a
-  partition go), and a hand-over announcement with a marker when a partition starts over in
-  place (:mod:`.restart`). Each carries a ``marker`` header that starts with this member's
+  and takeover markers (:mod:`.succession`), and release markers (the worker, when it lets a
+  partition go). Each carries a ``marker`` header that starts with this member's
   :attr:`~ControlWriter.token`, so its own standby tail (:mod:`.standby`) recognises it and
-  captures the partition's state just before it. With fencing, a takeover marker is written
-  only by a producer whose ``init_transactions`` fenced the previous owner, and a release ends
-  the member's transactional producer for the partition;
+  captures the partition's state just before it. A takeover marker is written only by a
+  producer whose ``init_transactions`` fenced the previous owner, and a release ends the
+  member's transactional producer for the partition; a probe goes through the member's one
+  idempotent producer (it asks, and must not fence);
 * records not waited for, without a marker: checkpoints (an owner's, about every second on
-  each partition it emits on, through the producer that emits its prices, so they follow
-  them: :meth:`ControlWriter.write_checkpoints`), hand-over announcements and their
-  withdrawal (:mod:`.handover`), and ticks.
+  each partition it emits on, in the transaction that emits its prices, so they follow them:
+  :meth:`ControlWriter.write_checkpoints`), and ticks (:mod:`.handover`).
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ from confluent_kafka import KafkaError, Message, Producer
 from pricing_ha.config import AppConfig, message_max_bytes
 from pricing_ha.dedupe.control import (
     CHECKPOINT,
-    HANDOVER,
-    KEPT,
     PROBE,
     RELEASE,
     TAKEOVER,
@@ -77,8 +74,6 @@ class ControlWriter:
         self._markers = 0
         self._next_checkpoint = 0.0
         self._checkpointed: dict[int, int] = {}  # partition -> last price the last one covered
-        #: Whether each owned partition is written by a transactional producer of its own.
-        self.fencing = producers.fencing
         #: The largest checkpoint value written: a larger record would fail to produce.
         self.max_checkpoint_bytes = message_max_bytes(cfg.broker) - _RECORD_OVERHEAD_BYTES
         self._warnings = RateLimitedWarnings(log, cfg.limits.warn_interval_ms / 1000)
@@ -104,10 +99,14 @@ class ControlWriter:
         ends, so that readers take that term as the latest again. Kinds and
         what they prove: :mod:`pricing_ha.dedupe.control`. Partitions whose record was not
         acknowledged within ``timeout_s`` are missing from the result.
+
+        A probe goes through the member's idempotent producer; every other kind through the
+        partition's transactional producer, which a takeover marker first gives it
+        (``init_transactions``: the previous owner is fenced), and which a release ends.
         """
         offsets: dict[int, int] = {}
         fences = self._producers.fences
-        fenced = self.fencing and kind != PROBE
+        fenced = kind != PROBE
         if fenced and kind == TAKEOVER:
             partitions = sorted(fences.fence(partitions, timeout_s))
 
@@ -168,7 +167,7 @@ class ControlWriter:
 
         ``terms`` are the partitions this member holds a term on, ``may_emit`` says whether it
         may emit on one now, ``views`` is :meth:`.standby.StandbyTail.checkpoint`. Only an owner
-        writes them (in its transaction, with fencing), so they follow its prices and cost one
+        writes them (in its transaction), so they follow its prices and cost one
         small record per partition per interval.
         """
         if now < self._next_checkpoint:
@@ -207,13 +206,10 @@ class ControlWriter:
                 self.max_checkpoint_bytes,
             )
             return
-        producer: Producer | ReplaceableProducer[Producer] = self._producers.producer
-        if self.fencing:
-            fence = self._producers.fences.begin(partition)
-            if fence is None:
-                return
-            producer = fence
-        self._control(producer, partition, CHECKPOINT, view)
+        fence = self._producers.fences.begin(partition)
+        if fence is None:
+            return
+        self._control(fence, partition, CHECKPOINT, view)
         self._stats.checkpoints += 1
 
     def _control(
@@ -224,8 +220,7 @@ class ControlWriter:
         value: bytes,
         *extra: tuple[str, HeaderValue],
     ) -> None:
-        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick, a
-        hand-over announcement)."""
+        """Produce a control record of ``kind`` without a marker (a checkpoint, a tick)."""
         producer.produce(
             self._topic,
             key=None,
@@ -239,21 +234,6 @@ class ControlWriter:
             ],
             on_delivery=self._producers.on_delivery,
         )
-
-    def announce(self, partition: int, term: int) -> None:
-        """Announce a hand-over of ``term`` on ``prices[partition]`` (without fencing; see
-        :mod:`pricing_ha.dedupe.standby`); not waited for. Through the producer that emits
-        there, so it lands after everything this member emitted there."""
-        producer = self._producers.producer
-        self._control(producer, partition, HANDOVER, b"", ("term", str(term).encode()))
-        producer.poll(0)
-
-    def kept(self, partition: int, term: int) -> None:
-        """Withdraw the hand-over announcement of ``term`` on ``prices[partition]`` (given
-        back, going on under it); not waited for. Through the producer that emits there."""
-        producer = self._producers.producer
-        self._control(producer, partition, KEPT, b"", ("term", str(term).encode()))
-        producer.poll(0)
 
     def tick(self, partition: int) -> None:
         """Append a tick (see :mod:`pricing_ha.dedupe.standby`) to ``prices[partition]``; not

@@ -1,13 +1,13 @@
 """The relay's fences: one transactional producer per owned partition of ``prices``.
 
-Used when ``[relay] fencing = "transactions"`` (the default). Each partition this
-relay owns is written by a transactional producer of its own, whose ``transactional.id`` is
-derived from the relay group and the partition (:meth:`Fences.transactional_id`). A takeover
-calls :meth:`Fences.fence` first: ``init_transactions`` makes the broker reject every later
-write of the previous owner's producer for that partition (and abort its open transaction).
-Records are then produced inside transactions (:meth:`Fences.begin`) and committed together
-(:meth:`Fences.commit_open`); a transaction that cannot begin or commit ends that partition's
-producer, and ``on_lost`` tells the owner to start the partition over under a new one.
+Each partition this relay owns is written by a transactional producer of its own, whose
+``transactional.id`` is derived from the relay group and the partition
+(:meth:`Fences.transactional_id`). A takeover calls :meth:`Fences.fence` first:
+``init_transactions`` makes the broker reject every later write of the previous owner's producer
+for that partition (and abort its open transaction). Records are then produced inside
+transactions (:meth:`Fences.begin`) and committed together (:meth:`Fences.commit_open`); a
+transaction that cannot begin or commit ends that partition's producer, and ``on_lost`` tells
+the owner to start the partition over under a new one.
 
 What the broker makes of it (docs/architecture.md, "What fencing guarantees"): it rejects the
 fenced producer's writes and hides its aborted records from ``read_committed`` readers. A commit

@@ -14,13 +14,14 @@ session timeout, which expires every relay at once, no longer silences ``prices`
 group has re-formed (every member rejoined, a rebalance, then the takeovers). A member that
 cannot read ``prices[k]`` (paused, cut off) cannot emit under it either.
 
-The rule that makes this safe without fencing: the member emits only while its standby tail
-has read ``prices[k]`` to its end within :data:`HANDOVER_FRESH_S`, so it sees a successor's
-marker within that long, and a successor that does not find the partition released waits
-that long after its own marker (:mod:`.succession`). Without fencing it also emits only once
-its tail has read its own announcement back (a marker below it is then seen; one above it
-finds it). A partition NELI gives back to the member during a hand-over goes on under its old
-term only if nobody else began one meanwhile.
+The rule it emits under: only while its standby tail has read ``prices[k]`` to its end within
+:data:`HANDOVER_FRESH_S` and found no successor's request after its own term, so it stops
+within that long of the successor's probe, which is what lets a successor end its grace period
+on the release instead of fencing. Exclusivity does not rest on it: a successor that does not
+find the partition released within 0.3 s of its probe takes it over anyway, and its
+``init_transactions`` fences this member at the broker (:mod:`.succession`). A partition NELI
+gives back to the member during a hand-over goes on under its old term only if nobody else
+began one meanwhile.
 
 :class:`HandOvers` holds the partitions being handed over; :class:`~.relay_worker.RelayWorker`
 asks it whether one may be emitted on (:meth:`HandOvers.may_emit`) and tends it
@@ -42,9 +43,7 @@ __all__ = ["HANDOVER_FRESH_S", "GraceEnder", "HandOvers"]
 log = logging.getLogger("pricing_ha.relay")
 
 # A member handing a partition over emits only while its standby tail has read that partition
-# to its end within this long (so it has seen any successor's request), and a successor that
-# finds the partition not released waits this long (plus margin) after its own takeover marker
-# before taking the end: by then the old owner has seen the marker and stopped.
+# to its end within this long (so it has seen any successor's request).
 HANDOVER_FRESH_S = 1.0
 _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long (if revoked)
 _TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
@@ -65,7 +64,7 @@ class HandOvers:
 
     Args:
         standby: this member's tail of ``prices`` (what it has read, and who asked).
-        control: writes the member's announcements and ticks.
+        control: writes the member's ticks.
         neli: ends a grace period when a partition comes back mid hand-over.
         read_as_of: the read-back evidence: before which monotonic time everything appended
             to a partition is below a position
@@ -115,11 +114,8 @@ class HandOvers:
     def begin(self, partition: int, *, bound_s: float | None = None) -> bool:
         """The partition was revoked (planned, or the session lost) or fenced: keep emitting
         until the successor asks (False: no term). ``bound_s`` replaces :attr:`bound_s` (a
-        partition taken over on suspicion waits for the group longer).
-
-        Without fencing, an announcement on ``prices[k]`` says so, so that a successor whose
-        marker finds the partition not released knows to wait for the release. A partition
-        already being handed over (fenced, then its session lost) goes on as it was.
+        partition taken over on suspicion waits for the group longer). A partition already
+        being handed over (fenced, then its session lost) goes on as it was.
         """
         term = self._terms.get(partition)
         if term is None:
@@ -129,8 +125,6 @@ class HandOvers:
         now = time.monotonic()
         self._began[partition] = now
         self._until[partition] = now + (self.bound_s if bound_s is None else bound_s)
-        if not self._control.fencing:
-            self._control.announce(partition, term)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
 
@@ -166,14 +160,8 @@ class HandOvers:
         if partition not in self._until or self._expired(partition):
             return False
         term = self._terms.get(partition)
-        return (
-            term is not None
-            # Without fencing, only once the tail has read this member's announcement back: a
-            # successor's marker below it is then seen, and one above it finds it (and waits).
-            and (self._control.fencing or self._standby.announced(partition, term))
-            and self._standby.unrequested_within(
-                partition, term, HANDOVER_FRESH_S, self._read_as_of
-            )
+        return term is not None and self._standby.unrequested_within(
+            partition, term, HANDOVER_FRESH_S, self._read_as_of
         )
 
     def tend(self, grace: frozenset[int]) -> None:
@@ -212,9 +200,9 @@ class HandOvers:
         back, with no probe or takeover marker of another member after this member's term.
         Anyone who led the partition meanwhile wrote its marker while it led, which was before
         NELI gave the partition back. If somebody did, the partition is dropped and taken up
-        afresh (a takeover: new marks, and the wait for its output in the worker's
-        ``assign_many``). Until the tail has read that far (a tick gives it something to read
-        back), the hand-over's rule goes on deciding whether it may emit.
+        afresh (a takeover: the other member fenced, new marks). Until the tail has read that
+        far (a tick gives it something to read back), the hand-over's rule goes on deciding
+        whether it may emit.
         """
         now = time.monotonic()
         since = self._given_back.setdefault(partition, now)
@@ -226,10 +214,6 @@ class HandOvers:
             self._began.pop(partition, None)
             del self._given_back[partition]
             self._ticked.pop(partition, None)
-            if not self._control.fencing:
-                # Its announcement no longer holds: a successor after a crash must not wait
-                # for a release that only a member handing over writes.
-                self._control.kept(partition, term)
         elif term is None or self._standby.requested_after(partition, term):
             del self._given_back[partition]
             log.info(

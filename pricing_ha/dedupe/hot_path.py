@@ -22,10 +22,11 @@ And what happens to a partition the hot path cannot go on with:
   on; dropped if nothing has happened after ``_PAUSE_MAX_S``;
 * **output failed** (no longer led when it was produced, or not acknowledged, e.g. with a
   producer replaced: :mod:`.output_producers`): started over, because a record that failed
-  may be missing from ``prices[k]``. One still led is dropped, and taken up again by a
-  takeover; one being handed over starts over in place (:mod:`.restart`), unless it stopped
-  only because its successor has just asked for it: nothing failed there, and it is released
-  as usual.
+  may be missing from ``prices[k]``. It is dropped: one still led is taken
+  up again by a takeover (a new transactional producer, whose ``init_transactions`` also
+  fences a record of the failed transaction still in flight), and one being handed over is
+  left to its successor, which takes it over by fencing. Unless it stopped only because its
+  successor has just asked for it: nothing failed there, and it is released as usual.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
 from pricing_ha.dedupe.relayed import relayed_headers
-from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.publishing.epochs import describe
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
@@ -65,7 +65,6 @@ class HotPath:
         out: the member's output of prices.
         raw: the member's ``prices.raw`` input (rewinds, commits).
         read_ahead: input read ahead of a takeover, replayed first.
-        restarts: the partitions started over in place.
         window_s: the arbiters' reorder window.
         bounds: the arbiters' bounds on unconfirmed copies (``None``: none).
         limits: ``[limits]``: instruments an arbiter admits (a price of a new instrument on a
@@ -86,7 +85,6 @@ class HotPath:
         out: RelayOutput,
         raw: RawInput,
         read_ahead: ReadAhead,
-        restarts: Restarts,
         *,
         window_s: float,
         bounds: Bounds | None = None,
@@ -106,7 +104,6 @@ class HotPath:
         self._out = out
         self._raw = raw
         self._read_ahead = read_ahead
-        self._restarts = restarts
         self._window_s = window_s
         self._bounds = bounds
         self._may_emit = may_emit
@@ -126,20 +123,16 @@ class HotPath:
 
     def take_up(self, partition: int, high: dict[str, int], since: int = -1) -> None:
         """``partition`` was taken over from the high-water marks ``high`` (those below offset
-        ``since`` of ``prices``); its first record processed is logged."""
-        self.arbitrate_from(partition, high, since)
-        self._first_price[partition] = time.monotonic()
-
-    def arbitrate_from(self, partition: int, high: dict[str, int], since: int = -1) -> None:
-        """A fresh arbiter for ``partition`` that starts from the high-water marks ``high``
-        (those below offset ``since`` of ``prices``: later resets still apply)."""
+        ``since`` of ``prices``: later resets still apply); its first record processed is
+        logged."""
         arbiter: Arbiter[RawPrice] = Arbiter(self._window_s, self._bounds)
         for instrument, seq in high.items():
             arbiter.set_high_water(instrument, seq)
         self.arbiters[partition] = arbiter
         self._marks_at[partition] = since
-        self._held_back.pop(partition, None)  # started (over): re-read from the last commit
+        self._held_back.pop(partition, None)
         self._out.track(partition, arbiter)
+        self._first_price[partition] = time.monotonic()
 
     def forget(self, partition: int) -> None:
         """``partition`` is no longer worked on."""
@@ -351,18 +344,15 @@ class HotPath:
 
         Nothing failed there: what went out is flushed like any output, what did not is not
         committed, so the successor re-reads it. Such a partition is released as usual
-        (:meth:`~.relay_worker.RelayWorker.unassign`). Counted as failed output, it started
-        over in place and was never released, so its successor waited out its whole wait for
-        a release (seen in the takeover benchmark whenever the request arrived while a batch
-        was being emitted).
+        (:meth:`~.relay_worker.RelayWorker.unassign`), not dropped as failed output.
         """
         return {p for p in lost if not self._asked(p)}
 
     def _output_failed(self, partitions: set[int]) -> None:
-        """Output to ``partitions`` was not acknowledged: start each over (new high-water marks
-        from ``prices``, ``prices.raw`` re-read from the last commit). One still led is dropped
-        and taken up again; one being handed over starts over in place (:mod:`.restart`)."""
-        for partition in self._restarts.failed(partitions & self._active):
+        """Output to ``partitions`` was not acknowledged: drop each. One still led
+        is taken up again (new high-water marks from ``prices``, ``prices.raw`` re-read from the
+        last commit); one being handed over is left to its successor."""
+        for partition in sorted(partitions & self._active):
             self._drop(partition)
 
     def _dead_letters_settled(self) -> bool:

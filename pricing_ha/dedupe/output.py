@@ -20,8 +20,8 @@ the end of each batch (:meth:`RelayOutput.flush`), and when idle (:meth:`RelayOu
 it returns the partitions whose output failed, to be started over (:mod:`.hot_path`).
 
 The producers it writes through, with fencing and the replacement of a wedged producer, are
-:mod:`.output_producers`; the control records on ``prices`` (markers, checkpoints, hand-over
-notices) are written by :mod:`.control_writer`.
+:mod:`.output_producers`; the control records on ``prices`` (markers, checkpoints,
+ticks) are written by :mod:`.control_writer`.
 """
 
 from __future__ import annotations
@@ -98,9 +98,6 @@ class RelayOutput:
         self._tally.declare(range(cfg.topics.partitions))
         self._metrics.declare_defects("relay", range(cfg.topics.partitions))
         self._reported: dict[int, tuple[int, int]] = {}  # partition -> (duplicates, gaps) so far
-        #: partition -> when this member last produced a price there (monotonic; set after
-        #: the produce calls, so never earlier than the last of them: :mod:`.own_terms`).
-        self.last_produced: dict[int, float] = {}
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -120,10 +117,7 @@ class RelayOutput:
         """Produce ``emissions`` to ``prices[partition]``; False once it is no longer led."""
         if not emissions:
             return True
-        try:
-            return self._produce(partition, emissions)
-        finally:
-            self.last_produced[partition] = time.monotonic()
+        return self._produce(partition, emissions)
 
     def _produce(self, partition: int, emissions: list[Emission[RawPrice]]) -> bool:
         topic = self._cfg.topics.prices
@@ -153,16 +147,14 @@ class RelayOutput:
                 headers = with_traceparent(headers, traceparent_of(send))
                 on_delivery = self._chain(end_on_delivery(send))
             # Leadership is checked immediately before the produce call, with the record
-            # already built: without fencing, a process frozen between the check and the call
-            # would produce after its successor started (seen once in a loaded CI run: a relay
-            # SIGSTOPped inside this loop emitted one record after waking, a duplicate).
-            # The window left is a few bytecodes, not the record's construction.
+            # already built: a process frozen between the check and the call produces once it
+            # wakes, and only its fence (a successor's init_transactions) stops that record.
             if not self._leads(partition):
                 if send is not None:
                     send.end()
                 self.stats.not_leader_skips += 1
                 return False
-            if producers.fencing and producer is producers.producer:  # once per call
+            if producer is producers.producer:  # once per call: the partition's fence
                 fence = producers.fences.begin(partition)
                 if fence is None:
                     if send is not None:

@@ -6,14 +6,14 @@ object reads the delivery reports: which partitions have output that was not ack
 when the member's own records were appended (:meth:`OutputProducers.read_as_of`, a hand-over's
 read-back evidence).
 
-**Fencing** (``[relay] fencing = "transactions"``, the default): each owned partition is
-written by a transactional producer of its own (:class:`~pricing_ha.dedupe.fences.Fences`); a
-takeover marker is written only after ``init_transactions`` fenced the previous owner, prices
-are emitted inside transactions committed at the end of each batch and when idle, and a
-partition whose transaction fails is started over. Probes go through the relay's one
-idempotent producer; dead letters through :attr:`OutputProducers.dead_letters`, a producer of
-their own with the rule every role shares (:mod:`pricing_ha.kafka.dead_letter`), so a
-dead-letter topic that refuses records never fails or replays prices.
+**Fencing**: each owned partition is written by a transactional producer of its own
+(:class:`~pricing_ha.dedupe.fences.Fences`); a takeover marker is written only after
+``init_transactions`` fenced the previous owner, prices are emitted inside transactions
+committed at the end of each batch and when idle, and a partition whose transaction fails is
+started over. Probes and ticks go through the relay's one idempotent producer; dead letters
+through :attr:`OutputProducers.dead_letters`, a producer of their own with the rule every role
+shares (:mod:`pricing_ha.kafka.dead_letter`), so a dead-letter topic that refuses records never
+fails or replays prices.
 
 A producer that a delivery error shows to be finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: a fatal error, or records timed out
@@ -55,19 +55,7 @@ _APPENDED_EVERY_S = 0.01  # at most one per this interval
 #: records waited (perf: poll, clock_gettime, rd_kafka_toppar_producer_serve): each relay used
 #: 22-24 % of a core at 800 prices/s, 14-16 % at 10 ms.
 _LINGER_MS = 10
-# librdkafka looks for timed-out records once a second: a record may outlive its
-# message.timeout.ms by up to this long before it fails instead of being sent.
-_EXPIRY_SCAN_S = 1.0
-_EXPIRY_MARGIN_S = 0.2
 _DLQ_CLOSE_S = 5.0  # how long a closing relay waits for its dead letters
-
-
-def outcome_known_after_s(message_timeout_s: float) -> float:
-    """How long after it was produced a record of a producer with ``message_timeout_s`` has
-    either landed or been reported failed (a record reported failed may still land in a rare
-    window: ``docs/architecture.md`` §8): the timeout, librdkafka's once-a-second expiry scan,
-    and a margin."""
-    return message_timeout_s + _EXPIRY_SCAN_S + _EXPIRY_MARGIN_S
 
 
 class OutputProducers:
@@ -75,14 +63,14 @@ class OutputProducers:
     thread only.
 
     Args:
-        cfg: the configuration (topics, broker, the relay's fencing and output timeout).
+        cfg: the configuration (topics, broker, the relay's output timeout).
         member: this relay member's name.
         raw_group: the consumer group of the relay's ``prices.raw`` positions (it names the
             transactional producers).
         stats: the member's counters (delivery failures, producer replacements).
         producer_factory: builds a producer from its settings (tests and the simulation pass a
             fake).
-        parallel_commits: with fencing, commit the partitions' transactions side by side.
+        parallel_commits: commit the partitions' transactions side by side.
     """
 
     def __init__(
@@ -106,8 +94,6 @@ class OutputProducers:
         self._appended: dict[int, deque[tuple[int, float]]] = {}
         self._unproven = False  # replaced, and the broker has not answered the new producer yet
         self._probed_at = float("-inf")
-        #: Whether each owned partition is written by a transactional producer of its own.
-        self.fencing = cfg.relay.fencing == "transactions"
         message_timeout_ms = cfg.relay.output_timeout_ms
         self.fences = Fences(
             cfg.broker.client_config(
@@ -130,10 +116,9 @@ class OutputProducers:
             id_prefix=f"{raw_group}.{cfg.topics.prices}",
             client_prefix=f"relay-{member}-prices",
             make=producer_factory or (lambda config: Producer(config, logger=log)),
-            on_lost=self._failed.add,
-            workers=cfg.topics.partitions if self.fencing and parallel_commits else 0,
+            on_lost=self._lost,
+            workers=cfg.topics.partitions if parallel_commits else 0,
         )
-        #: The relay's one idempotent producer (replaced when wedged).
         #: Malformed raw records' dead letters (built at the first one).
         self.dead_letters = DeadLetters(
             cfg.broker.client_config(
@@ -152,6 +137,7 @@ class OutputProducers:
             clock=lambda: time.monotonic(),  # noqa: PLW0108
             sleep=lambda s: time.sleep(s),  # noqa: PLW0108
         )
+        #: The relay's one idempotent producer, for probes and ticks (replaced when wedged).
         self.producer: ReplaceableProducer[Producer] = ReplaceableProducer(
             cfg.broker.client_config(
                 defaults={"linger.ms": _LINGER_MS, "log.connection.close": False},
@@ -159,9 +145,6 @@ class OutputProducers:
                     "acks": "all",
                     "enable.idempotence": True,
                     "client.id": f"relay-{member}-prices",
-                    # Output queued before a pause or a crash must expire, not land after a
-                    # takeover: the next owner waits T + e + this after the owner's last
-                    # heartbeat (RelayConfig.output_timeout_ms).
                     "message.timeout.ms": message_timeout_ms,
                 },
             ),
@@ -209,6 +192,16 @@ class OutputProducers:
             seen.popleft()
         offset, produced = seen[0]
         return produced if offset < position else float("-inf")
+
+    def _lost(self, partition: int) -> None:
+        """A partition's transaction failed (fenced, or not answered).
+
+        Looked up at each loss: :meth:`take_failed` replaces the set, and a bound ``add`` of
+        the first set, passed to the fences, kept adding to it, so every fenced commit after
+        the first went unreported and the hot path committed its input past prices the broker
+        had aborted: lost (a wrong suspicion, a zombie, a takeover after 0.3 s).
+        """
+        self._failed.add(partition)
 
     def take_failed(self) -> set[int]:
         """Replace a wedged producer; return (and forget) the partitions whose output failed."""

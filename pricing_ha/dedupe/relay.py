@@ -4,12 +4,10 @@ Ownership of a partition is **exclusive** (at most one relay emits for it at any
 relay runs the fast NELI variant in exclusive mode on the NELI topic, in group ``pricing.relay``.
 That gives own-heartbeat fencing, a grace period T after every new assignment, and the stall
 guard that stops a relay which was paused (SIGSTOP) from emitting when it wakes up. Leadership is
-checked for every record at the moment it is produced.
-
-A relay that wakes up from a pause may still hold output it queued before the pause; the output
-producer's ``message.timeout.ms`` (``[relay] output_timeout_ms``, at most S) makes librdkafka
-expire such records instead of sending them, because the next owner cannot start before
-T + e + that after the paused owner's last heartbeat.
+checked for every record at the moment it is produced. Exclusivity itself is the broker's: each
+owned partition is written by a transactional producer of its own, and a successor's
+``init_transactions`` fences the previous owner, whose later writes the broker refuses
+(:mod:`pricing_ha.dedupe.fences`), whatever its clock or state.
 
 Every relay member tails every partition of ``prices`` (:mod:`pricing_ha.dedupe.standby`),
 so taking partition k over costs a takeover marker and the short read up to it: the high-water
@@ -105,7 +103,7 @@ class Relay(WorkerMember):
         )
         tel = telemetry if telemetry is not None else Telemetry.noop(cfg.telemetry.az)
         liveness = None
-        if r.takeover_after_s and r.fencing == "transactions":  # needs the broker's fence
+        if r.takeover_after_s:
             liveness = LivenessReader(
                 cfg.broker.client_config(required={"client.id": f"relay-{member}-liveness"}),
                 cfg.topics.neli,

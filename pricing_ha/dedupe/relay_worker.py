@@ -5,12 +5,13 @@ for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.
 builds the member's clients (:mod:`.relay_clients`) and the parts that do the work, and decides
 when a partition starts, stops or starts over:
 
-* **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (a takeover
-  marker on ``prices[k]``, the standby's high-water marks just before it, the waits a
-  partition not released needs) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
+* **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (the
+  previous owner fenced, a takeover marker on ``prices[k]``, the standby's high-water marks
+  just before it) is :mod:`.succession`; then ``prices.raw[k]`` is consumed from
   the group's committed position (every position it is read from: :mod:`.raw_input`);
 * **grace periods and hand-overs** (:meth:`RelayWorker.tend`): a probe while in the grace
-  period, ended early on a clean release (:mod:`.grace_period`), and the partition read ahead
+  period, ended early on a clean release or by fencing (:mod:`.grace_period`), and the
+  partition read ahead
   (:mod:`.read_ahead`), so its takeover starts from records in hand; a planned revocation
   handed over until the successor asks (:mod:`.handover`); an owner's checkpoints
   (:mod:`.control_writer`);
@@ -41,8 +42,7 @@ from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.liveness import LivenessReader
 from pricing_ha.dedupe.output import RelayOutput
-from pricing_ha.dedupe.output_producers import OutputProducers, outcome_known_after_s
-from pricing_ha.dedupe.own_terms import OwnTerms
+from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.relay_clients import (
@@ -51,7 +51,6 @@ from pricing_ha.dedupe.relay_clients import (
     raw_group_id,
     standby_settings,
 )
-from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.dedupe.succession import MARKER_TIMEOUT_S, LeadershipSource, Succession
@@ -129,28 +128,8 @@ class RelayWorker(PartitionWorker):
             wanted=self.wanted,
             drop=self.drop,
         )
-        self._restarts = Restarts(
-            self.standby,
-            self._control,
-            terms=self._terms,
-            handing_over=self._handovers.__contains__,
-            leads=neli.leads,
-            drop=self.drop,
-            resume=self._resume,
-            may_resume=self._producers.may_resume,
-        )
-        output_timeout_s = cfg.relay.output_timeout_ms / 1000
-        self._own = OwnTerms(
-            settle_s=outcome_known_after_s(output_timeout_s),
-            last_produced=self._out.last_produced,
-            held=self._terms.__contains__,
-        )
-        self._grace = GracePeriods(
-            self.standby, self._control, neli, output_timeout_s=output_timeout_s, own=self._own
-        )
-        self._succession = Succession(
-            cfg, self.standby, self._control, neli, self._grace, own=self._own
-        )
+        self._grace = GracePeriods(self.standby, self._control, neli)
+        self._succession = Succession(self.standby, self._control, neli)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
         self._raw = RawInput(
@@ -158,13 +137,11 @@ class RelayWorker(PartitionWorker):
             cfg.topics.raw,
             self.read_ahead,
             starting=self.starting,
-            last_commit=self.last_commit,
         )
         self._hot = HotPath(
             self._out,
             self._raw,
             self.read_ahead,
-            self._restarts,
             window_s=cfg.relay.reorder_window_ms / 1000,
             bounds=Bounds(
                 max_seq_jump=cfg.sequence.max_seq_jump,
@@ -212,6 +189,7 @@ class RelayWorker(PartitionWorker):
         self.standby.start()
         if self._liveness is not None:
             self._liveness.start()
+        self._raw.warm()  # before the worker thread uses the consumer
         super().start()
 
     def stop(self) -> None:
@@ -230,8 +208,6 @@ class RelayWorker(PartitionWorker):
         partition again (given back), because the term this member emits under is the one
         from before the revocation, and somebody else may have taken one since.
         """
-        if partition in self._restarts:
-            return False  # its output failed: not until it has started over (.restart)
         if partition in self._handovers:
             # Not while NELI's stall guard holds this process off: a pause that stopped the
             # monotonic clock would leave the tail looking fresh while a successor's request
@@ -302,7 +278,6 @@ class RelayWorker(PartitionWorker):
         for partition, snap in self._succession.establish(partitions, deferred, induced=induced):
             self._hot.take_up(partition, snap.high, snap.offset)
             self._terms[partition] = snap.offset
-            self._own.began(partition, snap.offset)
             taken.append(partition)
             took = time.monotonic() - t0
             self.stats.takeovers += 1
@@ -330,14 +305,14 @@ class RelayWorker(PartitionWorker):
           Nobody is then left who could append to it, so the grace period is ended
           (:meth:`neli.Neli.end_grace`) and the partition taken up at once. With the previous
           owner handing over, a planned move (SIGTERM, a member joining) costs the probe's and
-          the release's round trips, not a rebalance plus S + T.
+          the release's round trips, not a rebalance plus S + T; with no release 0.3 s after
+          the probe, the takeover fences the previous owner.
         """
         now = time.monotonic()
         if now < self._next_tend:
             return
         self._next_tend = now + _TEND_EVERY_S
         self._hot.tend(now)  # partitions paused mid-batch: resumed, or dropped
-        self._restarts.tend()
         grace = self._neli.in_grace()
         self._tend_taken_early()
         self._handovers.tend(grace)
@@ -352,9 +327,7 @@ class RelayWorker(PartitionWorker):
         def of_interest(partition: int) -> bool:
             return partition in grace or partition in self.wanted or self._neli.leads(partition)
 
-        probed = self._grace.probe(
-            grace, set(self._terms), self._handovers.partitions(), of_interest
-        )
+        probed = self._grace.probe(grace, self._handovers.partitions())
         if probed:
             self._read_ahead(probed)
         self.read_ahead.tend(of_interest)
@@ -468,8 +441,6 @@ class RelayWorker(PartitionWorker):
         if lasted is not None:
             log.info("partition %d handed over after %.2f s", partition, lasted)
         term = self._terms.pop(partition, None)
-        if self._restarts.end(partition):
-            failed.add(partition)  # its output failed earlier: it is not released
         if partition not in failed and term is not None:
             released = self._control.write_markers(
                 [partition], RELEASE, MARKER_TIMEOUT_S, terms={partition: term}
@@ -523,12 +494,3 @@ class RelayWorker(PartitionWorker):
     def idle(self) -> None:
         """Release records whose reorder window has passed, even with no new input."""
         self._hot.idle()
-
-    def _resume(self, partition: int, high: dict[str, int], since: int) -> bool:
-        """Start ``partition`` over in place from ``high``, the marks below offset ``since``
-        (:mod:`.restart`): a new arbiter, and ``prices.raw[k]`` re-read from the last commit
-        this member made (or the group's)."""
-        if not self._raw.restart(partition):
-            return False  # not known now: tried again
-        self._hot.arbitrate_from(partition, high, since)
-        return True

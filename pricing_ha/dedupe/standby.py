@@ -7,7 +7,7 @@ marker), not a scan of the partition from its start: the cost does not grow with
 backlog, and a FENCED -> RESUMED flap with nothing changed costs nothing (the owner hands the
 partition over on FENCED and goes on under its term when it is given back: :mod:`.handover`).
 
-Control records on ``prices[k]`` (takeover, release, probe, checkpoint, hand-over, kept, tick)
+Control records on ``prices[k]`` (takeover, release, probe, checkpoint, reset, tick)
 and the :class:`~.control.PartitionView` they fold into are described in :mod:`.control`.
 
 **Starting from a checkpoint.** A member that opens its tail (a relay joining or restarting)
@@ -225,7 +225,7 @@ class StandbyTail:
         if marker.startswith(self._token):
             captures = self._captures[partition]
             captures[offset] = Snapshot(
-                offset, dict(view.high), view.clean, view.term, view.handing_over, view.term_wall
+                offset, dict(view.high), view.clean, view.term, view.term_wall
             )
             if len(captures) > _CAPTURES_KEPT:
                 del captures[min(captures)]
@@ -270,97 +270,11 @@ class StandbyTail:
         with self._changed:
             return self.views[partition].position
 
-    def announced(self, partition: int, term: int) -> bool:
-        """Whether the tail has read the hand-over announcement of ``term`` on ``partition``
-        (and no other owner's term has begun since)."""
-        with self._changed:
-            view = self.views[partition]
-            return view.term == term and view.handover_term == term
-
     def clean_after(self, partition: int, offset: int) -> bool:
         """Whether the tail has read past ``offset`` and finds ``partition`` cleanly released."""
         with self._changed:
             view = self.views[partition]
             return view.position > offset and view.clean
-
-    def wait_clean(
-        self,
-        marks: dict[int, int],
-        timeout_s: float,
-        give_up: Callable[[], bool] = lambda: False,
-        terms: dict[int, int] | None = None,
-    ) -> bool:
-        """Wait (up to ``timeout_s``, or until ``give_up()`` says so) until every partition in
-        ``marks`` is :meth:`clean_after` its offset there, or (for those in ``terms``) the
-        latest release the tail read lies after the mark and names the term given: that
-        owner's release, landing after the mark that stopped it (it saw the mark, stopped,
-        flushed, then released, so all it produced lies below the release; the partition
-        cannot look clean then, its latest term being the mark's). Returns whether they all
-        were."""
-        deadline = time.monotonic() + timeout_s
-        wanted = terms or {}
-        with self._changed:
-            while True:
-                if all(
-                    self.views[p].position > offset
-                    and (
-                        self.views[p].clean
-                        or (
-                            self.views[p].released_term == wanted.get(p, -3)
-                            and self.views[p].released_at > offset
-                        )
-                    )
-                    for p, offset in marks.items()
-                ):
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0 or self.error is not None or give_up():
-                    return False
-                self._changed.wait(min(left, 0.05))
-
-    def released_above(self, partition: int, mark: Snapshot) -> Snapshot | None:
-        """The state of ``partition`` as the tail has read it, if nobody can append to it but
-        the owner of this member's takeover marker ``mark``: the marker is still the latest
-        term, no other member asked for the partition after it, and either
-
-        * the previous owner's release landed above the marker, naming the term below it
-          (``mark.term``), with no price after the release: that owner saw the marker,
-          stopped, flushed and released, so everything it produced lies below its release; or
-        * the partition was cleanly released (or never owned) below the marker, and no price
-          has followed the marker (an early marker, written in the grace period: see
-          :mod:`.grace_period`).
-
-        ``None`` otherwise. The marks read up to here are then complete, and a takeover can
-        start from them under the marker's term instead of marking the end a second time (one
-        more produce and read-back on a move's critical path: 0.1-0.3 s on a loaded machine).
-        """
-        with self._changed:
-            view = self.views[partition]
-            if (
-                view.position <= mark.offset
-                or view.term != mark.offset
-                or view.requested_after(mark.offset, self._me)
-            ):
-                return None
-            if mark.clean:
-                if view.last_data > mark.offset:
-                    return None
-            elif (
-                mark.term < 0
-                or view.released_term != mark.term
-                or view.released_at <= mark.offset
-                or view.last_data > view.released_at
-            ):
-                return None
-            return Snapshot(
-                mark.offset, dict(view.high), True, mark.term, mark.handing_over, mark.term_wall
-            )
-
-    def latest_term(self, partition: int) -> int:
-        """The offset of the latest takeover marker the tail has read on ``partition`` (-1:
-        none)."""
-        with self._changed:
-            return self.views[partition].term
 
     def unrequested_within(
         self,

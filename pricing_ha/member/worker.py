@@ -249,12 +249,6 @@ class PartitionWorker(abc.ABC):
                 self._committed[(tp.topic, tp.partition)] = tp
             self._recommit_at = time.monotonic() + RECOMMIT_IDLE_S
 
-    def last_commit(self, topic: str, partition: int) -> int | None:
-        """The latest offset this worker committed (or holds to commit) for a partition it
-        works on now, or ``None`` if it has committed none since it took the partition up."""
-        tp = self._held.get((topic, partition)) or self._committed.get((topic, partition))
-        return None if tp is None else tp.offset
-
     def no_input(self) -> None:
         """A turn of the loop that read nothing: idle work, then commits."""
         self.idle()

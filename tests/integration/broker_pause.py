@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+import pricing_ha.dedupe.output_producers
 import pricing_ha.kafka.producers
 from pricing_ha.local.broker import LocalKafka
 from tests.waiting import wait_for
@@ -102,8 +103,10 @@ def record_deliveries(monkeypatch: pytest.MonkeyPatch) -> Deliveries:
             super().produce(topic, *args, **kwargs)
 
     # The publisher's and the relay's producers come from the ReplaceableProducer's default
-    # factory, which builds pricing_ha.kafka.producers.Producer.
+    # factory, which builds pricing_ha.kafka.producers.Producer; the relay's transactional
+    # producers (one per partition) from its fences' default, in the output_producers module.
     monkeypatch.setattr(pricing_ha.kafka.producers, "Producer", RecordingProducer)
+    monkeypatch.setattr(pricing_ha.dedupe.output_producers, "Producer", RecordingProducer)
     seen.factory = RecordingProducer
     return seen
 

@@ -112,3 +112,19 @@ def test_a_relay_joining_during_a_takeover_costs_no_gap(cluster: PricingCluster)
     cluster.relay("r3")
     time.sleep(RELAY_S + 6)
     _judge(cluster, killed_ms)
+
+
+def test_short_pauses_of_a_live_owner_cost_moves_never_a_gap(cluster: PricingCluster) -> None:
+    """SIGSTOP of an owner for just past D (no stall NELI notices), five times: each time
+    the other relay takes its partitions over and it takes them back; every seq once."""
+    _start(cluster)
+    time.sleep(5)
+    paused_ms = time.time() * 1000
+    r1 = cluster.members["relay-r1"]
+    for _ in range(5):
+        r1.pause()
+        time.sleep(0.5)
+        r1.resume()
+        time.sleep(2.0)
+    time.sleep(3)
+    _judge(cluster, paused_ms)

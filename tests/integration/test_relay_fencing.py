@@ -1,6 +1,6 @@
 """The relay's fences against a real broker: a successor's takeover shuts the old owner out.
 
-``[relay] fencing = "transactions"`` (the default); this checks the mechanism itself on
+The relay always fences this way; this checks the mechanism itself on
 whichever broker the tests run against: after a successor's ``init_transactions`` for the same
 partitions, the old owner's next transaction fails, it reports those partitions lost, and none
 of its records lands; a partition nobody took over goes on as before.

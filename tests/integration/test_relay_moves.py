@@ -154,5 +154,5 @@ def test_a_broker_stall_longer_than_the_relays_session_does_not_wait_for_their_g
         f"longest silence on prices across a {stall_s:.1f} s broker stall: {silence[worst]:.2f} s"
     )
     # The stall itself, then at most a planned move's worth (the tails reading prices again,
-    # the hand-over announcements read back; later the re-formed group's moves).
+    # the hand-overs' tails fresh again; later the re-formed group's moves).
     assert silence[worst] < stall_s + PLANNED_MOVE_BOUND_S, _explain(prices, worst)

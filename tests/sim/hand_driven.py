@@ -18,8 +18,8 @@ HAND_DRIVEN_RELAY = {
 
 
 def two_members(seqs: int | None = None, evidence_share: float | None = None) -> Any:
-    """Members A and B of a relay group on one partition, without fencing; the raw prices."""
-    world, workers = build(0, ghosts=False, verbose=False, fencing="none", relay=HAND_DRIVEN_RELAY)
+    """Members A and B of a relay group on one partition; the raw prices."""
+    world, workers = build(0, ghosts=False, verbose=False, relay=HAND_DRIVEN_RELAY)
     if evidence_share is not None:
         world.evidence_share = evidence_share
     raw = raw_prices(0) if seqs is None else raw_prices(0, seqs=seqs)

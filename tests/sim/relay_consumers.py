@@ -73,6 +73,10 @@ class FakeReader:
 class FakeConsumer:
     """The relay's ``prices.raw`` consumer (manual assignment, shared committed offsets)."""
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object:
+        """Metadata: nothing the simulation needs."""
+        return object()
+
     def __init__(self, world: World) -> None:
         """A consumer in the relay group."""
         self._world = world

@@ -50,16 +50,6 @@ class SimNeli:
             return None
         return world.assigned_at.get((self._name, partition))
 
-    def previous_holder_silent_s(self, partition: int) -> float | None:
-        """NELI's evidence about the previous holder (see :meth:`World.move`): the longest
-        silence consistent with when it last led (its last heartbeat may have been sent up
-        to T before that), or ``None`` where the move left no evidence."""
-        w = self._world
-        ended = w.evidence.get(partition)
-        if w.owner.get(partition) != self._name or ended is None:
-            return None
-        return w.clock.now - ended + w.threshold_s
-
     def end_grace(self, partition: int) -> bool:
         """End the grace period now (the relay has proof nobody else can append)."""
         w = self._world

@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 _TELEMETRY = Telemetry.noop("sim")
 
 
-def sim_config(fencing: str = "transactions", **relay: int) -> AppConfig:
+def sim_config(**relay: int) -> AppConfig:
     """The defaults (topics prices/prices.raw, 4 partitions, the relay's timing, window
-    500 ms), with the relay's ``fencing`` and any other ``[relay]`` settings given."""
+    500 ms), with any other ``[relay]`` settings given."""
     cfg = AppConfig()
     return dataclasses.replace(
         cfg,
-        relay=dataclasses.replace(cfg.relay, fencing=fencing, **relay),  # type: ignore[arg-type]
+        relay=dataclasses.replace(cfg.relay, **relay),  # type: ignore[arg-type]
     )
 
 
@@ -55,7 +55,6 @@ class Outcome:
 
     seed: int
     steps: list[Step]
-    fencing: str = "transactions"
     violations: list[str] = field(default_factory=list)
     ghost_violations: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
@@ -168,14 +167,13 @@ def build(
     ghosts: bool,
     verbose: bool,
     output_gaps: bool = False,
-    fencing: str = "transactions",
     relay: dict[str, int] | None = None,
     detector: bool = False,
 ) -> tuple[World, dict[str, RelayWorker]]:
     """A world with two relay members, nothing assigned, ``prices.raw`` not yet published;
     ``relay``: ``[relay]`` settings other than the defaults; ``detector``: the members get
     heartbeats (:mod:`tests.sim.relay_members`) and the takeover detector is on."""
-    cfg = sim_config(fencing, **(relay or {}))
+    cfg = sim_config(**(relay or {}))
     clock = SimTime()
     world = World(
         clock=clock,
@@ -440,20 +438,14 @@ def run(
     ghosts: bool = False,
     output_gaps: bool = False,
     verbose: bool = False,
-    fencing: str = "transactions",
     detector: bool = False,
 ) -> Outcome:
     """Run ``steps`` in a fresh world seeded by ``seed``, drain, and check ``prices``."""
     raw = raw_prices(seed)
     world, workers = build(
-        seed,
-        ghosts=ghosts,
-        verbose=verbose,
-        output_gaps=output_gaps,
-        fencing=fencing,
-        detector=detector,
+        seed, ghosts=ghosts, verbose=verbose, output_gaps=output_gaps, detector=detector
     )
-    outcome = Outcome(seed, steps, fencing, detector=detector)
+    outcome = Outcome(seed, steps, detector=detector)
     checker = Checker(world)
     with simulated_time(world.clock):
         for i, step in enumerate(steps):
@@ -504,13 +496,7 @@ def shrink(outcome: Outcome, *, ghosts: bool = False, budget: int = 300) -> Outc
         while i < len(best.steps) and tries < budget:
             candidate = best.steps[:i] + best.steps[i + chunk :]
             tries += 1
-            got = run(
-                best.seed,
-                candidate,
-                ghosts=ghosts,
-                fencing=outcome.fencing,
-                detector=outcome.detector,
-            )
+            got = run(best.seed, candidate, ghosts=ghosts, detector=outcome.detector)
             if got.failed and _same_kind(got, outcome):
                 best = got
             else:
@@ -529,13 +515,7 @@ def _same_kind(a: Outcome, b: Outcome) -> bool:
 
 def report(outcome: Outcome) -> str:
     """A failing schedule, with how to replay it."""
-    replay = run(
-        outcome.seed,
-        outcome.steps,
-        verbose=True,
-        fencing=outcome.fencing,
-        detector=outcome.detector,
-    )
+    replay = run(outcome.seed, outcome.steps, verbose=True, detector=outcome.detector)
     trace = replay.trace
     first = next((i for i, line in enumerate(trace) if "VIOLATION" in line), None)
     if first is not None:
@@ -547,7 +527,7 @@ def report(outcome: Outcome) -> str:
         *([outcome.stuck] if outcome.stuck else []),
         *outcome.resume_mismatches[:5],
         f'replay: RELAY_SIM_SEED={outcome.seed} RELAY_SIM_STEPS="{outcome.steps!r}" '
-        f"RELAY_SIM_FENCING={outcome.fencing} RELAY_SIM_DETECTOR={int(outcome.detector)} "
+        f"RELAY_SIM_DETECTOR={int(outcome.detector)} "
         ".venv/bin/pytest tests/sim/test_relay_sim.py -k replay -s",
         "trace (up to the first violation):",
         *trace[-150:],

@@ -62,8 +62,6 @@ class World:
     committed: dict[int, int] = field(default_factory=dict)
     owner: dict[int, str | None] = field(default_factory=dict)
     grace_until: dict[int, float] = field(default_factory=dict)
-    # partition -> when its previous holder last led it, where NELI has evidence of that
-    evidence: dict[int, float] = field(default_factory=dict)
     last_led: dict[int, float] = field(default_factory=dict)  # partition -> a holder's end
     evidence_rng: random.Random = field(default_factory=random.Random)  # set per seed
     evidence_share: float = 0.7  # of moves after which NELI has evidence (see move)
@@ -286,13 +284,11 @@ class World:
         self.owner[partition] = new
         self.assigned_at[(new, partition)] = now
         self.grace_until[partition] = now + self.threshold_s
-        self.evidence.pop(partition, None)
         ended = self.last_led.get(partition)
         if ended is not None and self.evidence_rng.random() < self.evidence_share:
             # NELI's evidence (its own heartbeat back, the previous holder's last one read):
             # the grace period ends once that heartbeat is T + e old, i.e. (at the earliest,
             # the heartbeat sent T before the holder last led) e after it last led.
-            self.evidence[partition] = ended
             self.grace_until[partition] = min(
                 now + self.threshold_s, max(now + 0.05, ended + SKEW_S)
             )

@@ -7,13 +7,12 @@ from typing import Any, cast
 
 from confluent_kafka import Message, Producer
 
-from pricing_ha.config import AppConfig, LimitsConfig, RelayConfig
+from pricing_ha.config import AppConfig, LimitsConfig
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
-from pricing_ha.dedupe.restart import Restarts
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.telemetry import Telemetry
@@ -21,7 +20,7 @@ from tests.unit.producer_fakes import FakeProducer
 
 
 class RecordingProducer(FakeProducer):
-    """Acknowledges every record at once and remembers what was produced where."""
+    """Remembers what was produced where; its transactions always begin and commit."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         """Nothing produced yet."""
@@ -32,18 +31,27 @@ class RecordingProducer(FakeProducer):
         """Remember the record (topic, key, value, headers...)."""
         self.records.append({"topic": topic, **kwargs})
 
+    def init_transactions(self, timeout: float = 0) -> None:
+        """Fence the partition's previous producer (nobody here)."""
+
+    def begin_transaction(self) -> None:
+        """Begin a transaction."""
+
+    def commit_transaction(self, timeout: float = 0) -> None:
+        """Commit the open transaction."""
+
 
 class Relay:
-    """A hot path owning partition 0 of ``prices.raw``, and what it produced."""
+    """A hot path owning partition 0 of ``prices.raw`` (fenced), and what it produced."""
 
-    def __init__(self, max_instruments: int = 8000) -> None:
-        """Partition 0 taken up from no marks."""
+    def __init__(self, max_instruments: int = 8000, *, handing_over: bool = False) -> None:
+        """Partition 0 taken up from no marks (being handed over, if ``handing_over``)."""
         self.cfg = AppConfig(
-            relay=RelayConfig(fencing="none"),
             limits=LimitsConfig(max_instruments_per_partition=max_instruments),
         )
         self.stats = RelayStats()
         self.built: list[RecordingProducer] = []
+        self.dropped: list[int] = []
 
         def factory(settings: dict[str, Any]) -> Producer:
             self.built.append(RecordingProducer(settings))
@@ -52,6 +60,8 @@ class Relay:
         producers = OutputProducers(
             self.cfg, "r1", "pricing.relay.raw", stats=self.stats, producer_factory=factory
         )
+        producers.fences.fence([0], 1.0)  # as a takeover does
+        self.producers = producers
         out = RelayOutput(
             self.cfg,
             "r1",
@@ -63,18 +73,16 @@ class Relay:
         )
         raw = SimpleNamespace(commits=lambda *_a: [], rewind=lambda *_a: True)
         read_ahead = SimpleNamespace(reading=lambda: False, skipping=False, replaying=False)
-        restarts = SimpleNamespace(failed=lambda _parts: set())
         self.hot = HotPath(
             out,
             cast(RawInput, raw),
             cast(ReadAhead, read_ahead),
-            cast(Restarts, restarts),
             window_s=0.5,
             may_emit=lambda _p: True,
-            handing_over=lambda _p: False,
+            handing_over=lambda _p: handing_over,
             asked=lambda _p: False,
             active={0},
-            drop=lambda _p: None,
+            drop=self.dropped.append,
             commit=lambda _c: None,
             limits=self.cfg.limits,
         )

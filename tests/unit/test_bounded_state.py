@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from confluent_kafka import Producer
 
-from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig, RelayConfig, load_config
+from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig, load_config
 from pricing_ha.dedupe.control import PartitionView
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.output_producers import OutputProducers
@@ -85,16 +87,49 @@ def test_the_seq_guard_forgets_the_least_recently_quoted_past_its_limit() -> Non
     assert guard.last("FLOOD0") is None  # forgotten: its next quote counts as its first
 
 
+class _UntransactedProducer:
+    """A real librdkafka producer (it raises on a record over message.max.bytes) whose
+    transactions need no broker: they always begin and commit."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        """The real producer, from ``config`` without its transactional settings."""
+        self._real = Producer({k: v for k, v in config.items() if not k.startswith("transaction")})
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        """Produce through the real producer."""
+        self._real.produce(*args, **kwargs)
+
+    def init_transactions(self, timeout: float = 0) -> None:
+        """Nobody to fence."""
+
+    def begin_transaction(self) -> None:
+        """Begin a transaction."""
+
+    def purge(self, *args: Any, **kwargs: Any) -> None:
+        """Purge the real producer's queue."""
+        self._real.purge(*args, **kwargs)
+
+    def poll(self, timeout: float = 0) -> int:
+        """Serve the real producer's callbacks."""
+        return self._real.poll(timeout)
+
+
 def test_a_checkpoint_larger_than_a_record_is_skipped_not_raised() -> None:
     """A view too big for message.max.bytes is not produced (librdkafka would raise
     MSG_SIZE_TOO_LARGE and the relay would crash-loop): it is counted and skipped."""
     cfg = AppConfig(
-        relay=RelayConfig(fencing="none"),
         broker=BrokerConfig(librdkafka={"message.max.bytes": "100000"}),
         limits=LimitsConfig(max_instruments_per_partition=900),
     )
     stats = RelayStats()
-    producers = OutputProducers(cfg, "r1", "pricing.relay.raw", stats=stats)
+    producers = OutputProducers(
+        cfg,
+        "r1",
+        "pricing.relay.raw",
+        stats=stats,
+        producer_factory=lambda c: cast(Producer, _UntransactedProducer(c)),
+    )
+    producers.fences.fence([0], 1.0)  # the partition's own producer, as a takeover gives it
     writer = ControlWriter(cfg, "r1", producers, stats=stats)
     view = PartitionView(position=1, high={f"I{i:07d}": 2**62 for i in range(20_000)})
     big = view.encode()

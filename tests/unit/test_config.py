@@ -382,3 +382,26 @@ def test_groups_are_validated(tmp_path: Path, text: str, key: str, problem: str)
 def test_groups_default_to_p1_p2_and_relay() -> None:
     """The default deployment: publishing groups p1 and p2, relay group relay."""
     assert GroupsConfig().names == ("p1", "p2", "relay")
+
+
+@pytest.mark.parametrize("value", ["none", "transactions"])
+def test_removed_relay_fencing_key_is_refused_naming_file_and_key(
+    tmp_path: Path, value: str
+) -> None:
+    """An old file that still sets ``[relay] fencing`` is refused, saying the key is gone."""
+    path = write(tmp_path, f'[relay]\nfencing = "{value}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {})
+    assert info.value.source == str(path)
+    assert info.value.key == "relay.fencing"
+    assert "removed" in info.value.problem
+    assert "always fences" in info.value.problem
+
+
+def test_removed_relay_fencing_key_is_refused_from_the_environment() -> None:
+    """``PRICING_HA__RELAY__FENCING`` is refused the same way, naming the variable."""
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"PRICING_HA__RELAY__FENCING": "none"})
+    assert info.value.source == "environment variable PRICING_HA__RELAY__FENCING"
+    assert info.value.key == "relay.fencing"
+    assert "removed" in info.value.problem

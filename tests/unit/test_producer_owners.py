@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from pricing_ha.config import AppConfig, RelayConfig
+from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
@@ -119,19 +119,18 @@ def test_producers_send_one_request_at_a_time_unless_configured_otherwise() -> N
 
 
 def test_the_relays_fencing_producers_also_send_one_request_at_a_time() -> None:
-    """The per-partition transactional producers (``fencing = "transactions"``) get the same
-    default as every other producer of the pipeline."""
+    """The per-partition transactional producers (the relay's fences) get the same default as
+    every other producer of the pipeline."""
     configs: list[dict[str, Any]] = []
 
     def factory(cfg: dict[str, Any]) -> Any:
         configs.append(cfg)
         return SimpleNamespace(init_transactions=lambda _timeout: None)
 
-    cfg = AppConfig(relay=RelayConfig(fencing="transactions"))
+    cfg = AppConfig()
     out = OutputProducers(
         cfg, "r1", "pricing.relay.raw", stats=RelayStats(), producer_factory=factory
     )
-    assert out.fencing
     assert out.fences.fence([0], 1.0) == {0}
     fence_config = configs[-1]
     assert fence_config["transactional.id"] == out.fences.transactional_id(0)

@@ -9,8 +9,6 @@ import orjson
 from confluent_kafka import Message
 
 from pricing_ha.dedupe.control import (
-    HANDOVER,
-    KEPT,
     PROBE,
     RELEASE,
     TAKEOVER,
@@ -41,46 +39,15 @@ def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:
     assert [tp.partition for tp in log.assigned] == [0, 1]
 
 
-def test_a_hand_over_announcement_counts_for_the_latest_term_only() -> None:
-    """A successor's marker finds the latest term's owner handing over only if that owner
-    announced it for that very term below the marker; a later term (another member's
-    takeover) makes an earlier announcement irrelevant."""
-    log = Log(2)
-    term = log.control(0, TAKEOVER, "r2/xyz:1")
-    log.price(0, "EURUSD", 1)
-    log.control(0, HANDOVER, "r2/xyz:2", term=term)
-    log.price(0, "EURUSD", 2)  # emitted while handing over
-    mine = log.control(0, TAKEOVER, f"{TOKEN}:1")
-    old = log.control(1, TAKEOVER, "r2/xyz:3")
-    log.control(1, HANDOVER, "r2/xyz:4", term=old)
-    newer = log.control(1, TAKEOVER, "r3/qqq:1")  # r3 took it: r2's announcement is old news
-    mine_1 = log.control(1, TAKEOVER, f"{TOKEN}:2")
-    tail = tail_of(log)
-    read_to_end(tail, log)
-    snap = tail.snapshot_at(0, mine, 0)
-    assert snap is not None
-    assert snap.handing_over
-    assert not snap.clean
-    assert snap.high == {"EURUSD": 2}
-    snap_1 = tail.snapshot_at(1, mine_1, 0)
-    assert snap_1 is not None
-    assert snap_1.term == newer
-    assert not snap_1.handing_over
-    assert not tail.announced(0, term)  # our own takeover began a later term
-    assert not tail.announced(1, old)
-
-
 def test_a_term_that_never_began_hides_nothing_once_its_writer_ends_it() -> None:
-    """r3 wrote a takeover marker above r2's term while r2 was handing the partition over, and
-    was revoked before it began (an early marker). Its release says it found the partition
-    unreleased and names the term below: a successor then finds r2's term the latest again,
-    and r2 still handing over (so it waits for r2's output to drain). Without the names, r3's
-    term would stay the latest and r2's announcement would not count."""
+    """r3 wrote a takeover marker above r2's term and was no longer led when its takeover was
+    ready. Its release says it found the partition unreleased and names the term below: a
+    successor then finds r2's term the latest again (with its marker's timestamp). Without the
+    names, r3's term stays the latest."""
 
     def successor_sees(*below: tuple[str, bytes]) -> Snapshot:
         log = Log(1)
-        old = log.control(0, TAKEOVER, "r2/xyz:1")
-        log.control(0, HANDOVER, "r2/xyz:2", old)
+        log.control(0, TAKEOVER, "r2/xyz:1")
         log.price(0, "EURUSD", 1)
         unbegun = log.control(0, TAKEOVER, "r3/qqq:1")
         log.price(0, "EURUSD", 2)  # r2's, in flight when the marker landed
@@ -95,9 +62,9 @@ def test_a_term_that_never_began_hides_nothing_once_its_writer_ends_it() -> None
         return snap
 
     snap = successor_sees(("below", b"0"), ("below_wall", b"1700000000.5"))
-    assert (snap.term, snap.term_wall, snap.handing_over) == (0, 1700000000.5, True)
+    assert (snap.term, snap.term_wall) == (0, 1700000000.5)
     legacy = successor_sees()
-    assert (legacy.term, legacy.handing_over) == (3, False)
+    assert legacy.term == 2
 
 
 def test_the_release_of_a_term_that_never_began_restores_only_the_latest() -> None:
@@ -110,62 +77,49 @@ def test_the_release_of_a_term_that_never_began_restores_only_the_latest() -> No
     log.control(0, RELEASE, "r3/qqq:2", unbegun, ("before", b"unclean"), ("below", b"0"))
     tail = tail_of(log)
     read_to_end(tail, log)
-    assert tail.latest_term(0) == later
+    assert tail.views[0].term == later
     fresh = Log(1)
     first = fresh.control(0, TAKEOVER, "r3/qqq:1")
     fresh.control(0, RELEASE, "r3/qqq:2", first, ("before", b"unclean"), ("below", b"-1"))
     tail = tail_of(fresh)
     read_to_end(tail, fresh)
-    assert tail.latest_term(0) == -1
+    assert tail.views[0].term == -1
     assert tail.views[0].clean  # never owned again
 
 
-def test_the_owners_tail_sees_its_announcement_only_while_its_term_is_the_latest() -> None:
-    log = Log(1)
-    term = log.control(0, TAKEOVER, f"{TOKEN}:1")
-    tail = tail_of(log)
-    read_to_end(tail, log)
-    assert not tail.announced(0, term)  # not yet written
-    log.control(0, HANDOVER, f"{TOKEN}:2", term=term)
-    read_to_end(tail, log)
-    assert tail.announced(0, term)
-    log.control(0, TAKEOVER, "r2/xyz:1")  # a successor's marker after it
-    read_to_end(tail, log)
-    assert not tail.announced(0, term)
-
-
-def test_kept_withdraws_the_announcement_of_its_term_only() -> None:
-    """An owner given the partition back while handing it over goes on under its term and
-    withdraws its announcement: a successor after a later crash must not wait for a release."""
-    log = Log(1)
-    term = log.control(0, TAKEOVER, "r2/xyz:1")
-    log.control(0, HANDOVER, "r2/xyz:2", term=term)
-    log.control(0, KEPT, "r2/xyz:3", term=term + 1000)  # another term's: ignored
-    tail = tail_of(log)
-    read_to_end(tail, log)
-    assert tail.announced(0, term)
-    log.control(0, KEPT, "r2/xyz:4", term=term)
-    log.price(0, "EURUSD", 5)
-    mine = log.control(0, TAKEOVER, f"{TOKEN}:1")
-    read_to_end(tail, log)
-    snap = tail.snapshot_at(0, mine, 0)
-    assert snap is not None
-    assert not snap.handing_over
-    assert not tail.views[0].handing_over
-
-
-def test_a_checkpoint_carries_the_hand_over_announcement() -> None:
-    view = PartitionView(position=10, term=3, handover_term=3, last_data=5)
-    back = PartitionView.decode(view.encode(), 12)
-    assert back is not None
-    assert back.handover_term == 3
-    assert back.handing_over
+def test_a_checkpoint_with_a_hand_over_announcement_still_decodes() -> None:
+    """A checkpoint written by an earlier relay (it carries ``handover_term``) decodes to the
+    same view as one without it: the field is read past."""
+    view = PartitionView(position=10, term=3, released_term=3, released_at=6, last_data=5)
     older = orjson.loads(view.encode())
-    del older["handover_term"]  # written by a relay from before announcements
+    older["handover_term"] = 3
     back = PartitionView.decode(orjson.dumps(older), 12)
-    assert back is not None
-    assert back.handover_term == -1
-    assert not back.handing_over
+    assert back == view
+
+
+def test_control_records_of_kinds_no_longer_written_change_nothing() -> None:
+    """``handover`` and ``kept`` records (on topics written by earlier relays) are read past:
+    the view, and so a checkpoint of it, is the one the other records give."""
+
+    def view_of(*old_kinds: bytes) -> PartitionView:
+        log = Log(1)
+        term = log.control(0, TAKEOVER, "r2/xyz:1")
+        log.price(0, "EURUSD", 1)
+        log.control(0, RELEASE, "r2/xyz:2", term=term)
+        for n, kind in enumerate(old_kinds):  # after everything else: the offsets stay
+            log.control(0, kind, f"r2/xyz:{n + 3}", term=term)
+        tail = tail_of(log)
+        read_to_end(tail, log)
+        assert tail.error is None
+        view = tail.views[0]
+        view.position, view.end_mono = 0, 0.0  # where and when it was read: not the fold
+        return view
+
+    plain = view_of()
+    assert plain.clean
+    assert view_of(b"handover") == plain
+    assert view_of(b"handover", b"kept") == plain
+    assert view_of(b"handover").encode() == plain.encode()
 
 
 def test_a_marker_of_another_member_is_not_captured() -> None:
@@ -187,126 +141,6 @@ def test_snapshot_waits_for_the_tail_and_gives_up_in_time() -> None:
     snap = tail.snapshot_at(0, mark, 0)
     assert snap is not None
     assert snap.clean  # never owned
-
-
-def test_a_takeover_waits_for_the_old_terms_release_even_after_its_own_marker() -> None:
-    log = Log(1)
-    old = log.control(0, TAKEOVER, "r2/aaa:1")
-    log.price(0, "EURUSD", 1)
-    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")  # the old owner is still handing over
-    tail = tail_of(log)
-    tail.step(0)
-    # Not released: a wait for cleanliness alone can never end (the latest term is ours).
-    assert not tail.wait_clean({0: mine}, 0.05, terms={0: old})
-    log.control(0, RELEASE, "r2/aaa:3", term=old)  # it saw our marker, stopped, released
-    tail.step(0)
-    assert not tail.wait_clean({0: mine}, 0.05)  # still not "clean"...
-    assert tail.wait_clean({0: mine}, 0.05, terms={0: old})  # ...but the old term is over
-    # A release of the old term *below* our marker (prices after it) does not count.
-    log2 = Log(1)
-    old2 = log2.control(0, TAKEOVER, "r2/aaa:1")
-    log2.control(0, RELEASE, "r2/aaa:3", term=old2)
-    log2.price(0, "EURUSD", 2)
-    mine2 = log2.control(0, TAKEOVER, f"{TOKEN}:2")
-    tail2 = tail_of(log2)
-    tail2.step(0)
-    assert not tail2.wait_clean({0: mine2}, 0.05, terms={0: old2})
-
-
-def test_a_release_above_the_marker_gives_complete_marks_under_that_marker() -> None:
-    """The old owner saw our marker, emitted what it had in flight, then released its term:
-    the marks read up to the release include those prices, and our marker is the term."""
-    log = Log(1)
-    old = log.control(0, TAKEOVER, "r2/aaa:1")
-    log.price(0, "EURUSD", 1)
-    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
-    log.price(0, "EURUSD", 2)  # in flight when it saw our marker
-    tail = tail_of(log)
-    read_to_end(tail, log)
-    mark = tail.snapshot_at(0, mine, 0)
-    assert mark is not None
-    assert (mark.term, mark.high) == (old, {"EURUSD": 1})
-    assert tail.released_above(0, mark) is None  # not released yet
-    log.control(0, RELEASE, "r2/aaa:3", term=old)
-    log.control(0, PROBE, f"{TOKEN}:3")  # our own request after the marker changes nothing
-    read_to_end(tail, log)
-    snap = tail.released_above(0, mark)
-    assert snap is not None
-    assert (snap.offset, snap.term, snap.high, snap.clean) == (mine, old, {"EURUSD": 2}, True)
-
-
-def test_a_release_above_the_marker_does_not_count_after_anything_else() -> None:
-    """A price after the release, another member's request or term after our marker, or a
-    late release of an earlier term: mark the end again instead."""
-
-    def released_above(*after: tuple[str, str]) -> bool:
-        log = Log(1)
-        earlier = log.control(0, TAKEOVER, "r1/zzz:1")
-        old = log.control(0, TAKEOVER, "r2/aaa:1")
-        mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
-        for kind, who in after:
-            if kind == "price":
-                log.price(0, "EURUSD", 5)
-            elif kind == "release":
-                log.control(0, RELEASE, "r2/aaa:3", term=old if who == "old" else earlier)
-            else:
-                log.control(0, PROBE if kind == "probe" else TAKEOVER, f"{who}:9")
-        tail = tail_of(log)
-        read_to_end(tail, log)
-        mark = tail.snapshot_at(0, mine, 0)
-        assert mark is not None
-        return tail.released_above(0, mark) is not None
-
-    assert released_above(("release", "old"))
-    assert not released_above(("release", "old"), ("price", ""))
-    assert not released_above(("probe", "r3/ccc"), ("release", "old"))
-    assert not released_above(("release", "old"), ("takeover", "r3/ccc"))
-    assert not released_above(("release", "other"))
-
-
-def test_a_marker_above_a_clean_release_stands_until_anything_follows_it() -> None:
-    """An early takeover marker (written in the grace period) above a partition released
-    cleanly: the marks below it are complete as long as nothing but the marker follows (no
-    price, no other member's request or term)."""
-
-    def start_from(*after: str) -> Snapshot | None:
-        log = Log(1)
-        old = log.control(0, TAKEOVER, "r2/aaa:1")
-        log.price(0, "EURUSD", 4)
-        log.control(0, RELEASE, "r2/aaa:2", term=old)
-        mine = log.control(0, TAKEOVER, f"{TOKEN}:3")
-        for what in after:
-            if what == "price":
-                log.price(0, "EURUSD", 5)
-            elif what == "own probe":
-                log.control(0, PROBE, f"{TOKEN}:4")
-            else:
-                log.control(0, PROBE if what == "probe" else TAKEOVER, "r3/ccc:9")
-        tail = tail_of(log)
-        read_to_end(tail, log)
-        mark = tail.snapshot_at(0, mine, 0)
-        assert mark is not None
-        assert mark.clean
-        return tail.released_above(0, mark)
-
-    snap = start_from()
-    assert snap is not None
-    assert (snap.clean, snap.high) == (True, {"EURUSD": 4})
-    assert start_from("own probe") is not None
-    assert start_from("price") is None
-    assert start_from("probe") is None
-    assert start_from("takeover") is None
-
-
-def test_a_wait_for_a_release_gives_up_when_asked() -> None:
-    log = Log(1)
-    log.control(0, TAKEOVER, "r2/aaa:1")
-    mine = log.control(0, TAKEOVER, f"{TOKEN}:2")
-    tail = tail_of(log)
-    tail.step(0)
-    started = time.monotonic()
-    assert not tail.wait_clean({0: mine}, 5.0, give_up=lambda: True)
-    assert time.monotonic() - started < 1.0
 
 
 def clean_before(build: list[tuple[str, Any]]) -> bool:

@@ -1,0 +1,20 @@
+"""A partition whose output to ``prices`` failed is dropped, led or handed over alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.relay_hot_path import Relay
+
+
+@pytest.mark.parametrize("handing_over", [False, True])
+def test_a_partition_whose_output_failed_is_dropped(handing_over: bool) -> None:
+    """Output not acknowledged: the partition is dropped at the end of the batch (a takeover,
+    fencing anew, takes it up again), also while it is being handed over: nothing starts it
+    over in place under its old term."""
+    relay = Relay(handing_over=handing_over)
+    relay.hot.process([relay.raw("EURUSD", 1)])
+    assert relay.dropped == []
+    relay.producers.mark_failed({0})
+    relay.hot.process([relay.raw("EURUSD", 2)])
+    assert relay.dropped == [0]
