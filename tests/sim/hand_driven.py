@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.sim.relay_schedule import apply_step, build
+from tests.sim.relay_schedule import Checker, apply_step, build
 from tests.sim.relay_steps import raw_prices
 
 #: The relay timing these step-by-step scenarios were written for: their clock advances and
@@ -39,14 +39,26 @@ def a_takes_partition_0(world: Any, workers: dict[str, Any], raw: Any) -> None:
     assert workers["A"].stats.relayed > 0
 
 
-def relay_for(world: Any, workers: dict[str, Any], raw: Any, names: str, s: float) -> None:
-    """Prices keep arriving for ``s`` seconds while the members ``names`` turn."""
-    for _ in range(round(s / 0.05)):
-        apply_step(world, workers, ("advance", 0.05), raw)
+def relay_for(
+    world: Any,
+    workers: dict[str, Any],
+    raw: Any,
+    names: str,
+    s: float,
+    *,
+    step_s: float = 0.05,
+    checker: Checker | None = None,
+) -> None:
+    """Prices keep arriving for ``s`` seconds (steps of ``step_s``) while the members
+    ``names`` turn; ``checker`` scans ``prices`` after every step."""
+    for _ in range(round(s / step_s)):
+        apply_step(world, workers, ("advance", step_s), raw)
         apply_step(world, workers, ("publish", 0, 1), raw)
         world.pump()
         for name in names:
             apply_step(world, workers, ("turn", name, 50), raw)
+        if checker is not None:
+            checker.scan(0)
 
 
 def takeover_markers(world: Any, partition: int, relay: str) -> list[int]:

@@ -165,8 +165,13 @@ class FakeProducer:
         return before - len(self._pending)
 
     def flush(self, timeout: float = 0) -> int:
-        """Wait (simulated time) up to ``timeout`` for every record; return how many are left."""
+        """Wait (simulated time) up to ``timeout`` for every record; return how many are left.
+
+        A member stopped in its flush (:meth:`World.stop_in_flush`) is stopped here, with its
+        records unsent, while the others go on."""
         clock = self._world.clock
+        if self._pending and self._world.stop_in_flush.get(self._owner) is not None:
+            self._world.stop_in_flush.pop(self._owner)(self._owner)
         if self._pending:
             last = (
                 max(r.due for r in self._pending if not r.purged)

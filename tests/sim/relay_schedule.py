@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from confluent_kafka import Consumer, Message, Producer
 
@@ -23,10 +23,14 @@ from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
 from pricing_ha.telemetry import Telemetry
 from tests.sim.relay_clock import PumpCondition, SimTime, real_clocks, simulated_time
 from tests.sim.relay_consumers import FakeConsumer, FakeReader
+from tests.sim.relay_members import Members, SimLivenessReader
 from tests.sim.relay_neli import SimNeli
 from tests.sim.relay_producer import FakeProducer
 from tests.sim.relay_steps import MEMBERS, Step, raw_prices
 from tests.sim.relay_world import Faults, World
+
+if TYPE_CHECKING:
+    from pricing_ha.dedupe.liveness import LivenessReader
 
 _TELEMETRY = Telemetry.noop("sim")
 
@@ -59,6 +63,10 @@ class Outcome:
     resumed: int = 0  # partitions a fresh tail started from a checkpoint at the end
     relayed: int = 0
     takeovers: int = 0
+    detector: bool = False
+    suspicions: int = 0  # takeovers on suspicion begun (the detector)
+    wrong_suspicions: int = 0  # ... of a partition whose holder was alive
+    fenced_records: int = 0  # records for prices rejected: their producer had been fenced
     trace: list[str] = field(default_factory=list)
 
     @property
@@ -66,6 +74,11 @@ class Outcome:
         """A duplicate or out-of-order seq, a loss, a relay that never drained, or a tail
         resumed from checkpoints that differs from one that read ``prices`` from its start."""
         return bool(self.violations or self.losses or self.stuck or self.resume_mismatches)
+
+    @property
+    def writer_violations(self) -> list[str]:
+        """The violations of "one unfenced writer per partition" (see :class:`Checker`)."""
+        return [v for v in self.violations if "writer" in v]
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -84,7 +97,16 @@ def _key(rec: Message) -> str:
 
 
 class Checker:
-    """Scans ``prices`` as it grows: per instrument, data seqs strictly increase."""
+    """Scans ``prices`` as it grows: per instrument, data seqs strictly increase; and never
+    more than one unfenced writer per partition.
+
+    The second is checked in this form: every record a transactional producer wrote on
+    ``prices[k]`` was written under the one ``transactional.id`` of partition k, and along
+    the log the producer epochs never decrease, so the records of two writers never
+    interleave (the broker model rejects a record whose epoch is no longer current when it
+    would land, aborted records included, so this holds iff every writer of k is fenced by
+    the next one's ``init_transactions``).
+    """
 
     def __init__(self, world: World) -> None:
         """Nothing checked yet."""
@@ -94,12 +116,14 @@ class Checker:
         self.seen: dict[str, set[int]] = {}
         self.violations: list[str] = []
         self.ghost_violations: list[str] = []
+        self._writer: dict[int, tuple[str, int]] = {}  # partition -> latest (id, epoch)
 
     def scan(self, step: int) -> None:
         """Check the records appended since the last scan."""
         world = self._world
         for p, records in enumerate(world.topic(world.prices)):
-            for rec in records[self._pos[p] :]:
+            for offset, rec in enumerate(records[self._pos[p] :], start=self._pos[p]):
+                self._check_writer(step, p, offset)
                 headers = _headers(rec)
                 if CONTROL_HEADER in headers:
                     continue
@@ -121,6 +145,21 @@ class Checker:
                 seen.add(seq)
             self._pos[p] = len(records)
 
+    def _check_writer(self, step: int, p: int, offset: int) -> None:
+        fence = self._world.writer_of.get((p, offset))
+        if fence is None:
+            return
+        last = self._writer.get(p)
+        if last is not None and (fence[0] != last[0] or fence[1] < last[1]):
+            line = (
+                f"step {step}: prices[{p}]@{offset}: writer {fence} after writer {last}: "
+                "two writers interleave"
+            )
+            self._world.note(f"VIOLATION {line}")
+            self.violations.append(line)
+        elif last is None or fence[1] > last[1]:
+            self._writer[p] = fence
+
 
 def build(
     seed: int,
@@ -129,9 +168,11 @@ def build(
     verbose: bool,
     output_gaps: bool = False,
     relay: dict[str, int] | None = None,
+    detector: bool = False,
 ) -> tuple[World, dict[str, RelayWorker]]:
     """A world with two relay members, nothing assigned, ``prices.raw`` not yet published;
-    ``relay``: ``[relay]`` settings other than the defaults."""
+    ``relay``: ``[relay]`` settings other than the defaults; ``detector``: the members get
+    heartbeats (:mod:`tests.sim.relay_members`) and the takeover detector is on."""
     cfg = sim_config(**(relay or {}))
     clock = SimTime()
     world = World(
@@ -149,32 +190,59 @@ def build(
     world.evidence_rng = random.Random(f"{seed}-evidence")  # (the seed's other draws unchanged)
     for topic in (world.raw, world.prices, cfg.topics.raw_dlq):
         world.topic(topic)
+    if detector:
+        world.members = Members(
+            world, cfg.relay.pulse_interval_ms / 1000, cfg.relay.session_timeout_ms / 1000
+        )
+        world.members.cfg, world.members.seed = cfg, seed
     workers: dict[str, RelayWorker] = {}
     for name in MEMBERS:
         world.faults[name] = Faults()
-        clients = _clients(world, name)
-        worker = RelayWorker(
-            cfg,
-            "relay",
-            name,
-            SimNeli(world, name),
-            RelayStats(),
-            telemetry=_TELEMETRY,
-            clients=clients,
-        )
-        # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
-        # so that a seed's schedule does not change with this choice).
-        worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
-        # Clocks injected at construction (defaulting to the real one) get the simulated one.
-        worker.read_ahead._clock = clock.monotonic
-        worker._producers.producer._clock = clock.monotonic
-        leaks = real_clocks(worker)
-        assert not leaks, f"the simulated relay still holds real clocks at {leaks}"
-        worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
-        worker.standby.open()
-        workers[name] = worker
-        world.workers[name] = worker
+        workers[name] = start_member(world, cfg, seed, name)
     return world, workers
+
+
+def start_member(world: World, cfg: AppConfig, seed: int, name: str) -> RelayWorker:
+    """A new process of relay member ``name``: its worker, its tail opened."""
+    clock = world.clock
+    members = world.members
+    reader = (
+        None
+        if members is None
+        else SimLivenessReader(members.liveness_for(name, cfg.relay.takeover_after_s))
+    )
+    worker = RelayWorker(
+        cfg,
+        "relay",
+        name,
+        SimNeli(world, name),
+        RelayStats(),
+        telemetry=_TELEMETRY,
+        clients=_clients(world, name),
+        liveness=cast("LivenessReader | None", reader),
+    )
+    # Reading ahead of a takeover: kept whole, or paused after a few records (its own rng,
+    # so that a seed's schedule does not change with this choice).
+    worker.read_ahead.max_kept = random.Random(f"{seed}-{name}").choice((2, 40, 20_000))
+    # Clocks injected at construction (defaulting to the real one) get the simulated one.
+    worker.read_ahead._clock = clock.monotonic
+    worker._producers.producer._clock = clock.monotonic
+    leaks = real_clocks(worker)
+    assert not leaks, f"the simulated relay still holds real clocks at {leaks}"
+    if worker.detector is not None:
+        worker.detector._started = clock.now  # read from the real clock at construction
+        if members is not None:
+            take_over = worker._take_over_suspected
+
+            def spied(partitions: list[int], quiet: dict[int, float | None]) -> None:
+                members.suspected(name, partitions)
+                take_over(partitions, quiet)
+
+            worker._take_over_suspected = spied  # type: ignore[method-assign]
+    worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
+    worker.standby.open()
+    world.workers[name] = worker
+    return worker
 
 
 def _read_all(world: World, name: str, *, resume: bool) -> StandbyTail:
@@ -250,7 +318,13 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
     """Apply one schedule step."""
     kind = step[0]
     world.note(f"STEP {step}")
-    if kind == "turn":
+    members = world.members
+    if members is not None and (
+        kind in ("crash", "pause", "pause-in-flush", "cut", "join")
+        or (kind in ("turn", "tail") and not members.runs(step[1]))  # crashed or paused
+    ):
+        _process_fault(world, workers, members, step)
+    elif kind == "turn":
         _turn(world, workers[step[1]], step[2])
     elif kind == "publish":
         _, p, n = step
@@ -263,7 +337,9 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
         world.clock.advance(step[1])
     elif kind == "move":
         _, p, target, planned, zombie = step
-        if world.owner.get(p) != target:
+        # (Not to a member the group has seen gone.)
+        gone = members is not None and target is not None and not members.assignable(target)
+        if world.owner.get(p) != target and not gone:
             world.move(p, target, planned=planned, zombie_s=zombie)
     elif kind == "fence":
         world.fence(step[1], step[2])
@@ -274,6 +350,47 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
     elif kind == "stall":
         world.stalled_until[step[1]] = world.clock.now + step[2]
     world.tick()
+
+
+def _process_fault(
+    world: World, workers: dict[str, RelayWorker], members: Members, step: Step
+) -> None:
+    """A fault of a whole process (:mod:`tests.sim.relay_members`), or its restart (a
+    turn or a tail read of a crashed or paused member does nothing)."""
+    kind, name = step[0], step[1]
+    if kind == "crash":
+        members.crash(name)
+    elif kind == "pause":
+        members.pause(name, step[2])
+    elif kind == "pause-in-flush":
+        world.stop_in_flush[name] = lambda stopped: _sleep_in_flush(
+            world, workers, stopped, step[2]
+        )
+    elif kind == "cut":
+        members.cut(name, step[2])
+    elif kind == "join" and members.restart(name):
+        world.faults[name] = Faults()
+        workers[name] = start_member(world, members.cfg, members.seed, name)
+
+
+def _sleep_in_flush(
+    world: World, workers: dict[str, RelayWorker], name: str, seconds: float
+) -> None:
+    """Member ``name`` is stopped in a flush for ``seconds``: the others run meanwhile."""
+    members = world.members
+    assert members is not None
+    members.pause(name, seconds)
+    world.in_flush.add(name)  # (a member stopped further up the stack does not run either)
+    woken = world.clock.now + seconds
+    while world.clock.now < woken:
+        world.clock.advance(min(0.025, woken - world.clock.now))
+        world.tick()
+        world.pump()
+        for other, worker in workers.items():
+            if other not in world.in_flush and members.runs(other):
+                _turn(world, worker, 50)
+    world.in_flush.discard(name)
+    world.tick()  # it wakes
 
 
 def _drained(world: World, workers: dict[str, RelayWorker]) -> bool:
@@ -289,6 +406,10 @@ def _drained(world: World, workers: dict[str, RelayWorker]) -> bool:
 
 def drain(world: World, workers: dict[str, RelayWorker], raw: Any, checker: Checker) -> bool:
     """Heal every fault, publish the rest, give every partition an owner, run until drained."""
+    world.stop_in_flush.clear()
+    if world.members is not None:
+        for name in world.members.heal_all():
+            _process_fault(world, workers, world.members, ("join", name))
     for faults in world.faults.values():
         faults.slow_until = faults.fail_until = faults.silent_until = 0.0
     world.stalled_until.clear()
@@ -317,11 +438,14 @@ def run(
     ghosts: bool = False,
     output_gaps: bool = False,
     verbose: bool = False,
+    detector: bool = False,
 ) -> Outcome:
     """Run ``steps`` in a fresh world seeded by ``seed``, drain, and check ``prices``."""
     raw = raw_prices(seed)
-    world, workers = build(seed, ghosts=ghosts, verbose=verbose, output_gaps=output_gaps)
-    outcome = Outcome(seed, steps)
+    world, workers = build(
+        seed, ghosts=ghosts, verbose=verbose, output_gaps=output_gaps, detector=detector
+    )
+    outcome = Outcome(seed, steps, detector=detector)
     checker = Checker(world)
     with simulated_time(world.clock):
         for i, step in enumerate(steps):
@@ -354,6 +478,10 @@ def run(
             outcome.resume_mismatches, outcome.resumed = compare_resumed(world)
     outcome.relayed = sum(w.stats.relayed for w in workers.values())
     outcome.takeovers = sum(w.stats.takeovers for w in workers.values())
+    outcome.fenced_records = world.fenced_records
+    if world.members is not None:
+        outcome.suspicions = world.members.suspicions
+        outcome.wrong_suspicions = world.members.wrong_suspicions
     outcome.trace = world.trace
     return outcome
 
@@ -368,7 +496,7 @@ def shrink(outcome: Outcome, *, ghosts: bool = False, budget: int = 300) -> Outc
         while i < len(best.steps) and tries < budget:
             candidate = best.steps[:i] + best.steps[i + chunk :]
             tries += 1
-            got = run(best.seed, candidate, ghosts=ghosts)
+            got = run(best.seed, candidate, ghosts=ghosts, detector=outcome.detector)
             if got.failed and _same_kind(got, outcome):
                 best = got
             else:
@@ -387,7 +515,7 @@ def _same_kind(a: Outcome, b: Outcome) -> bool:
 
 def report(outcome: Outcome) -> str:
     """A failing schedule, with how to replay it."""
-    replay = run(outcome.seed, outcome.steps, verbose=True)
+    replay = run(outcome.seed, outcome.steps, verbose=True, detector=outcome.detector)
     trace = replay.trace
     first = next((i for i, line in enumerate(trace) if "VIOLATION" in line), None)
     if first is not None:
@@ -399,6 +527,7 @@ def report(outcome: Outcome) -> str:
         *([outcome.stuck] if outcome.stuck else []),
         *outcome.resume_mismatches[:5],
         f'replay: RELAY_SIM_SEED={outcome.seed} RELAY_SIM_STEPS="{outcome.steps!r}" '
+        f"RELAY_SIM_DETECTOR={int(outcome.detector)} "
         ".venv/bin/pytest tests/sim/test_relay_sim.py -k replay -s",
         "trace (up to the first violation):",
         *trace[-150:],

@@ -18,8 +18,17 @@ PARTITIONS = 4
 INSTRUMENTS_PER_PARTITION = 2
 
 
-def random_steps(seed: int, n: int = 120) -> list[Step]:
-    """A random schedule of ``n`` steps (see :func:`run` for what each does)."""
+#: Faults of a whole process, drawn only with the takeover detector on
+#: (:mod:`tests.sim.relay_members`): crashes, pauses (SIGSTOP, then SIGCONT) from under D to
+#: past S, cut-offs from the broker, a crashed member started again (a join), and a crash
+#: followed, once the group noticed, by the member joining again while the survivor holds
+#: its partitions on suspicion (one taken back from it by a planned move).
+DETECTOR_FAULTS = [("crash", 2), ("pause", 4), ("cut", 2), ("join", 2), ("crash-join", 2)]
+
+
+def random_steps(seed: int, n: int = 120, *, detector: bool = False) -> list[Step]:
+    """A random schedule of ``n`` steps (see :func:`run` for what each does); with the
+    detector, faults of whole processes too (:data:`DETECTOR_FAULTS`)."""
     rng = random.Random(seed)
     # Everything starts assigned somewhere.
     steps: list[Step] = [("move", p, rng.choice(MEMBERS), False, 0.0) for p in range(PARTITIONS)]
@@ -36,12 +45,16 @@ def random_steps(seed: int, n: int = 120) -> list[Step]:
         ("silent", 2),
         ("stall", 2),
     ]
+    if detector:
+        weighted += DETECTOR_FAULTS
     kinds = [k for k, w in weighted for _ in range(w)]
     for _ in range(n):
         kind = rng.choice(kinds)
         m = rng.choice(MEMBERS)
         p = rng.randrange(PARTITIONS)
-        if kind == "turn":
+        if kind in dict(DETECTOR_FAULTS):
+            steps.extend(_process_fault(rng, kind, m, p))
+        elif kind == "turn":
             steps.append(("turn", m, rng.randint(1, 12)))
         elif kind == "publish":
             steps.append(("publish", p, rng.randint(1, 8)))
@@ -65,6 +78,29 @@ def random_steps(seed: int, n: int = 120) -> list[Step]:
         else:
             steps.append((kind, m, rng.choice([0.2, 1.0, 4.0])))
     return steps
+
+
+def _process_fault(rng: random.Random, kind: str, m: str, p: int) -> list[Step]:
+    if kind == "pause":  # D = 0.35 s < T = 0.6 s < S = 1 s (the relay's defaults)
+        # Between two turns, or mid-transaction: in its next flush, records unsent.
+        how = rng.choice(["pause", "pause-in-flush"])
+        return [(how, m, rng.choice([0.2, 0.45, 0.55, 0.8, 2.0]))]
+    if kind == "cut":
+        return [("cut", m, rng.choice([0.45, 0.8, 2.0]))]
+    if kind != "crash-join":
+        return [(kind, m)]
+    other = MEMBERS[1 - MEMBERS.index(m)]
+    return [
+        ("crash", m),
+        ("advance", rng.choice([0.2, 0.4])),
+        ("turn", other, rng.randint(1, 12)),
+        ("advance", 0.2),
+        ("turn", other, rng.randint(1, 12)),
+        ("advance", 0.7),  # past S: the group has noticed
+        ("join", m),
+        ("turn", other, rng.randint(1, 12)),
+        ("move", p, m, True, 0.0),
+    ]
 
 
 def raw_prices(seed: int, seqs: int = 25) -> list[list[tuple[bytes, bytes | None, list[Any]]]]:

@@ -25,6 +25,7 @@ from pricing_ha.config import RelayConfig
 
 if TYPE_CHECKING:
     from tests.sim.relay_clock import SimTime
+    from tests.sim.relay_members import Members
     from tests.sim.relay_producer import Pending
 
 #: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
@@ -75,9 +76,18 @@ class World:
     epochs: dict[str, int] = field(default_factory=dict)  # transactional.id -> current epoch
     ghost_due: dict[tuple[str, int], float] = field(default_factory=dict)  # last ghost's landing
     in_flight: list[tuple[float, Any]] = field(default_factory=list)
+    #: member -> what stops it in its next flush with records pending (a SIGSTOP that lands
+    #: mid-transaction: the others run meanwhile; :mod:`tests.sim.relay_members`)
+    stop_in_flush: dict[str, Any] = field(default_factory=dict)
+    in_flush: set[str] = field(default_factory=set)  # members stopped in a flush now
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     verbose: bool = False
+    #: the processes and their heartbeats (:mod:`tests.sim.relay_members`): with the detector
+    members: Members | None = None
+    #: (partition, offset) of prices -> (transactional.id, epoch) of the producer that wrote it
+    writer_of: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+    fenced_records: int = 0  # records for prices the broker rejected: their writer was fenced
 
     def topic(self, name: str) -> list[list[Message]]:
         """The partitions of topic ``name`` (created on first use)."""
@@ -101,7 +111,7 @@ class World:
 
     def land(self, rec: Pending) -> int:
         """Append a produced record, stamped with when it was produced (its CreateTime)."""
-        return self.append(
+        offset = self.append(
             rec.topic,
             rec.partition,
             key=rec.key,
@@ -109,6 +119,9 @@ class World:
             headers=rec.headers,
             timestamp=(TIMESTAMP_CREATE_TIME, round(rec.produced * 1000)),
         )
+        if rec.topic == self.prices and rec.fence is not None:
+            self.writer_of[(rec.partition, offset)] = rec.fence
+        return offset
 
     def fenced_out(self, rec: Pending) -> bool:
         """Whether the broker rejects ``rec`` now: its producer's epoch is no longer current."""
@@ -123,6 +136,7 @@ class World:
         elif self.fenced_out(rec):
             err = KafkaError(KafkaError.PRODUCER_FENCED)
             lands = False
+            self.fenced_records += rec.topic == self.prices
         elif rec.outcome != "ok":
             err = KafkaError(KafkaError._MSG_TIMED_OUT)
             if self.ghosts and rec.outcome == "timeout":
@@ -152,8 +166,12 @@ class World:
 
     def pump(self) -> None:
         """Let every standby tail read what it can (they run concurrently in production)."""
-        for worker in self.workers.values():
-            worker.standby.step(0)
+        members = self.members
+        if members is not None:
+            members.heartbeats(self.clock.now)
+        for name, worker in self.workers.items():
+            if members is None or members.runs(name):
+                worker.standby.step(0)
 
     # -- the group --------------------------------------------------------------------------
 
@@ -187,11 +205,14 @@ class World:
     def tick(self) -> None:
         """Time-driven events: ghosts landing, grace periods ending, zombies fencing."""
         now = self.clock.now
+        if self.members is not None:
+            self.members.tick()
         due = [i for i in self.in_flight if i[0] <= now]
         for item in sorted(due, key=lambda i: i[0]):
             self.in_flight.remove(item)
             rec = item[1]
             if self.fenced_out(rec):
+                self.fenced_records += rec.topic == self.prices
                 self.note(f"  ghost of {rec.partition} rejected: its producer was fenced")
                 continue
             offset = self.land(rec)

@@ -23,7 +23,15 @@ What is checked, from the data on ``prices`` only:
   skipped);
 * at the end, after healing every fault and letting the owners drain: every seq offered on
   ``prices.raw`` is on ``prices``. The raw data never needs a gap (each seq's first copy comes
-  before its successor's), so a declared gap would be a loss too.
+  before its successor's), so a declared gap would be a loss too;
+* never more than one unfenced writer per partition: the records of two
+  producers never interleave on ``prices[k]`` (:class:`~tests.sim.relay_schedule.Checker`).
+
+Three schedules in four run the takeover detector (:mod:`.detector`) on the
+members' NELI heartbeats, and add faults of whole processes (:mod:`tests.sim.relay_members`):
+crashes, pauses past D (zombies whose writes the broker rejects) and past S, cut-offs, a
+member joining during a takeover; the fourth keeps the schedules as they were before the
+detector. Takeovers on suspicion are counted, and the wrong ones (the holder was alive).
 
 Assumptions (the model follows them; outside them nothing is claimed): records of one producer
 land in order per partition, and behind a record that will time out every later one of that
@@ -51,6 +59,7 @@ import pytest
 
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
+from pricing_ha.dedupe.liveness import Liveness
 from pricing_ha.dedupe.standby import StandbyTail
 from tests.sim.relay_clock import real_clocks, simulated_time
 from tests.sim.relay_schedule import (
@@ -67,10 +76,19 @@ SLOW_SCHEDULES = int(os.environ.get("RELAY_SIM_SLOW_SCHEDULES", "2000"))
 SEED0 = int(os.environ.get("RELAY_SIM_SEED", "0"))
 
 
-def _first_failure(seeds: range, **flags: Any) -> tuple[Outcome | None, list[Outcome]]:
+def _detector_on(seed: int) -> bool:
+    """Whether a random schedule runs the takeover detector: three in four."""
+    return seed % 4 != 0
+
+
+def _first_failure(
+    seeds: range, *, detector: bool | None = False, **flags: Any
+) -> tuple[Outcome | None, list[Outcome]]:
+    """``detector``: on, off, or ``None`` as :func:`_detector_on` draws it."""
     outcomes = []
     for seed in seeds:
-        outcome = run(seed, random_steps(seed), **flags)
+        on = _detector_on(seed) if detector is None else detector
+        outcome = run(seed, random_steps(seed, detector=on), detector=on, **flags)
         outcomes.append(outcome)
         if outcome.failed:
             return outcome, outcomes
@@ -97,7 +115,7 @@ def test_no_duplicate_no_loss_over_many_more_fail_overs() -> None:
 
 
 def _check_schedules(seeds: range) -> None:
-    failure, outcomes = _first_failure(seeds)
+    failure, outcomes = _first_failure(seeds, detector=None)
     if failure is not None:
         pytest.fail(report(shrink(failure)), pytrace=False)
     # The schedules did exercise the relay: prices flowed, partitions changed hands.
@@ -105,13 +123,27 @@ def _check_schedules(seeds: range) -> None:
     assert sum(o.takeovers for o in outcomes) > 3 * len(outcomes)
     # ... and owners wrote checkpoints that a member joining at the end resumed from.
     assert sum(o.resumed for o in outcomes) > len(outcomes)
+    detected = [o for o in outcomes if o.detector]
+    suspicions = sum(o.suspicions for o in detected)
+    wrong = sum(o.wrong_suspicions for o in detected)
+    fenced = sum(o.fenced_records for o in detected)
+    print(
+        f"{len(detected)} of {len(outcomes)} schedules with the detector: {suspicions} "
+        f"takeovers on suspicion, {wrong} of them wrong (the holder was alive); {fenced} "
+        "records of fenced writers rejected"
+    )
+    # The detector took partitions over, rightly (crashes) and wrongly (pauses, cut-offs).
+    assert suspicions > len(detected)
+    assert 0 < wrong < suspicions
+    assert fenced > 0  # zombies did write after being fenced
 
 
 @pytest.mark.skipif("RELAY_SIM_STEPS" not in os.environ, reason="replays RELAY_SIM_STEPS")
 def test_replay() -> None:
     """Replay one schedule given by ``RELAY_SIM_SEED`` and ``RELAY_SIM_STEPS``."""
     steps = ast.literal_eval(os.environ["RELAY_SIM_STEPS"])
-    outcome = run(SEED0, steps, verbose=True)
+    detector = os.environ.get("RELAY_SIM_DETECTOR", "0") == "1"
+    outcome = run(SEED0, steps, verbose=True, detector=detector)
     print("\n".join(outcome.trace))
     assert not outcome.failed, report(outcome)
 
@@ -168,6 +200,25 @@ def test_checker_finds_takeovers_that_do_not_fence(monkeypatch: pytest.MonkeyPat
     failure, _ = _first_failure(range(SEED0, SEED0 + 300))
     assert failure is not None
     assert failure.violations
+
+
+def test_checker_finds_two_writers_interleaving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break the fencing (each member its own transactional.id) with the detector on: the
+    check of one unfenced writer per partition finds two writers' records interleaving."""
+    monkeypatch.setattr(Fences, "transactional_id", lambda self, p: f"{id(self)}.{p}")
+    failure, _ = _first_failure(range(SEED0, SEED0 + 100), detector=True)
+    assert failure is not None
+    assert failure.writer_violations
+
+
+def test_wrong_suspicions_cost_no_duplicate_and_no_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A detector deaf to the owners' heartbeats suspects live owners all the time: the
+    broker's fencing still keeps ``prices`` exact (a wrong suspicion costs a move, no more)."""
+    monkeypatch.setattr(Liveness, "claimed_at", lambda self, partition: float("-inf"))
+    failure, outcomes = _first_failure(range(SEED0, SEED0 + 40), detector=True)
+    assert failure is None, report(shrink(failure))
+    wrong = sum(o.wrong_suspicions for o in outcomes)
+    assert wrong > len(outcomes)  # (about one in four schedules with the heartbeats heard)
 
 
 # A schedule the random search found: it went wrong before the fix its test is named after.
