@@ -20,6 +20,7 @@ from pricing_ha.config._roles import RelayConfig
 from pricing_ha.dedupe.relay import RelayClients, RelayStats, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
+from pricing_ha.member.worker import TakeoverDeferredError
 from pricing_ha.telemetry import Telemetry
 from tests.sim.relay_clock import PumpCondition, SimTime, real_clocks, simulated_time
 from tests.sim.relay_consumers import FakeConsumer, FakeReader
@@ -231,14 +232,14 @@ def start_member(world: World, cfg: AppConfig, seed: int, name: str) -> RelayWor
     assert not leaks, f"the simulated relay still holds real clocks at {leaks}"
     if worker.detector is not None:
         worker.detector._started = clock.now  # read from the real clock at construction
-        if members is not None:
-            take_over = worker._take_over_suspected
+        if members is not None and worker.suspicions is not None:
+            take_over = worker.suspicions._take_over
 
-            def spied(partitions: list[int], quiet: dict[int, float | None]) -> None:
+            def spied(partitions: list[int]) -> dict[int, TakeoverDeferredError]:
                 members.suspected(name, partitions)
-                take_over(partitions, quiet)
+                return take_over(partitions)
 
-            worker._take_over_suspected = spied  # type: ignore[method-assign]
+            worker.suspicions._take_over = spied
     worker.standby._changed = PumpCondition(clock)  # type: ignore[assignment]
     worker.standby.open()
     world.workers[name] = worker
