@@ -15,6 +15,9 @@
   on ``prices`` of it (allow-listed headers, the canonical value);
 * :mod:`.standby`: the hot standby: every partition of ``prices`` tailed, each started from
   its latest checkpoint (:mod:`.checkpoint_search`);
+* detection of a failed owner without the group: :mod:`.liveness` (the relay members'
+  heartbeats as received), :mod:`.detector` (which quiet partition this member succeeds to)
+  and :mod:`.suspicion` (taking it over, holding it until the group follows; docs/relay.md);
 * :mod:`.control`: the control records on ``prices``, and the view of a partition they fold
   into; :mod:`.control_writer`: writing them (markers, checkpoints, ticks);
 * :mod:`.output`: what the relay writes (``prices``, its dead-letter topic, fail-over spans:
