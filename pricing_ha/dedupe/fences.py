@@ -27,14 +27,18 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pricing_ha.kafka.producers import ConfigValue
 
-__all__ = ["COMMIT_TIMEOUT_S", "Fences"]
+__all__ = [
+    "COMMIT_TIMEOUT_S",
+    "FENCE_ERRORS",
+    "Fences",
+]
 
 # What a call on a transactional producer can raise. Once the producer is fenced, confluent-kafka
 # raises librdkafka's fatal error from inside poll/flush/commit while delivery callbacks still
 # run there; the next callback to touch the C API then fails with SystemError, chained to the
 # fatal error. Both mean the same: this producer is done (a paused owner woke up fenced, and
 # its worker died of the SystemError until both were caught).
-_CALL_ERRORS = (KafkaException, SystemError)
+FENCE_ERRORS = (KafkaException, SystemError)
 
 _INIT_ATTEMPT_S = 0.15  # one producer's try at init_transactions (see Fences._init)
 
@@ -101,7 +105,7 @@ class Fences:
                     call(producer)
                 else:
                     future.result()
-            except _CALL_ERRORS as exc:
+            except FENCE_ERRORS as exc:
                 yield partition, producer, _cause(exc)
             else:
                 yield partition, producer, None
@@ -173,7 +177,7 @@ class Fences:
             return producer
         try:
             producer.begin_transaction()
-        except _CALL_ERRORS as exc:
+        except FENCE_ERRORS as exc:
             self._lost(partition, f"begin_transaction failed: {_cause(exc)}")
             return None
         self._open.add(partition)
@@ -192,7 +196,7 @@ class Fences:
             producer = self._producers[partition]
             try:
                 producer.flush(COMMIT_TIMEOUT_S)  # a fenced producer raises here
-            except _CALL_ERRORS as exc:
+            except FENCE_ERRORS as exc:
                 self._lost(partition, f"the transaction was not flushed: {_cause(exc)}")
                 failed.add(partition)
                 continue
@@ -205,6 +209,10 @@ class Fences:
                 self._lost(partition, f"the transaction was not committed: {err}")
                 failed.add(partition)
         return failed
+
+    def lose(self, partition: int, why: str) -> None:
+        """``partition``'s producer failed outside this class (a record refused)."""
+        self._lost(partition, why)
 
     def _lost(self, partition: int, why: str) -> None:
         """End the partition's producer (fenced, or the broker did not answer): start over."""
@@ -234,7 +242,7 @@ class Fences:
 
 
 def _cause(exc: BaseException) -> BaseException:
-    """The fatal error behind a SystemError (see :data:`_CALL_ERRORS`), else ``exc``."""
+    """The fatal error behind a SystemError (see :data:`FENCE_ERRORS`), else ``exc``."""
     if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
         return exc.__cause__
     return exc
@@ -246,5 +254,5 @@ def _abandon(producer: Producer) -> None:
     try:
         producer.purge(in_queue=True, in_flight=True, blocking=False)
         producer.poll(0)
-    except (*_CALL_ERRORS, RuntimeError) as exc:
+    except (*FENCE_ERRORS, RuntimeError) as exc:
         log.debug("abandoning a producer: %s", exc)

@@ -38,6 +38,7 @@ from opentelemetry.trace import Span
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
+from pricing_ha.dedupe.fences import FENCE_ERRORS
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.dedupe.stats import RelayStats
@@ -161,14 +162,23 @@ class RelayOutput:
                         send.end()
                     return False  # no producer of its own: only a takeover may give it one
                 producer = fence
-            producer.produce(
-                topic,
-                key=item.key,
-                value=item.value,
-                partition=partition,
-                headers=headers,
-                on_delivery=on_delivery,
-            )
+            try:
+                producer.produce(
+                    topic,
+                    key=item.key,
+                    value=item.value,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=on_delivery,
+                )
+            except FENCE_ERRORS as exc:
+                # A fenced transactional producer refuses every record (librdkafka's fatal
+                # error): the partition's output failed, as a failed commit would say; the
+                # worker died of it, and every partition the relay held went silent with it.
+                if send is not None:
+                    send.end()
+                producers.fences.lose(partition, f"a record was refused: {exc}")
+                return False
             self.stats.relayed += 1
             hop_s = (now_ns - item.publish_ns) / 1e9 if item.publish_ns else None
             tally.add(partition, e.instrument, (now_ns - item.source_ns) / 1e9, hop_s)
