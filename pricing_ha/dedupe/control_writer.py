@@ -34,6 +34,7 @@ from pricing_ha.dedupe.control import (
     TAKEOVER,
     TICK,
 )
+from pricing_ha.dedupe.fences import FENCE_ERRORS
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.kafka.headers import CONTROL_HEADER, HeaderValue
@@ -137,14 +138,19 @@ class ControlWriter:
                     term_below, wall_below = below[partition]
                     headers.append(("below", str(term_below).encode()))
                     headers.append(("below_wall", repr(wall_below).encode()))
-            producer.produce(
-                self._topic,
-                key=None,
-                value=b"",
-                partition=partition,
-                headers=headers,
-                on_delivery=delivered,
-            )
+            try:
+                producer.produce(
+                    self._topic,
+                    key=None,
+                    value=b"",
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=delivered,
+                )
+            except FENCE_ERRORS as exc:  # fenced meanwhile: its output failed (.output)
+                if not fenced:
+                    raise
+                fences.lose(partition, f"a control record was refused: {exc}")
         if not fenced:
             self._producers.producer.flush(timeout_s)
             return offsets
@@ -206,10 +212,15 @@ class ControlWriter:
                 self.max_checkpoint_bytes,
             )
             return
-        fence = self._producers.fences.begin(partition)
+        fences = self._producers.fences
+        fence = fences.begin(partition)
         if fence is None:
             return
-        self._control(fence, partition, CHECKPOINT, view)
+        try:
+            self._control(fence, partition, CHECKPOINT, view)
+        except FENCE_ERRORS as exc:  # fenced meanwhile: its output failed (.output)
+            fences.lose(partition, f"a checkpoint was refused: {exc}")
+            return
         self._stats.checkpoints += 1
 
     def _control(
