@@ -123,21 +123,7 @@ class ControlWriter:
                 if fence is None:
                     continue
                 producer = fence
-            self._markers += 1
-            headers: list[tuple[str, HeaderValue]] = [
-                (CONTROL_HEADER, kind),
-                ("marker", f"{self.token}:{self._markers}".encode()),
-                ("relay", self._member.encode()),
-                ("relay_ns", str(time.time_ns()).encode()),
-            ]
-            if terms is not None and partition in terms:
-                headers.append(("term", str(terms[partition]).encode()))
-            if partition in unclean:
-                headers.append(("before", b"unclean"))
-                if below is not None and partition in below:
-                    term_below, wall_below = below[partition]
-                    headers.append(("below", str(term_below).encode()))
-                    headers.append(("below_wall", repr(wall_below).encode()))
+            headers = self._marker_headers(kind, partition, terms, unclean, below)
             try:
                 producer.produce(
                     self._topic,
@@ -160,6 +146,32 @@ class ControlWriter:
             for partition in partitions:
                 fences.discard(partition)  # this member's term there is over
         return offsets
+
+    def _marker_headers(
+        self,
+        kind: bytes,
+        partition: int,
+        terms: Mapping[int, int] | None,
+        unclean: Collection[int],
+        below: Mapping[int, tuple[int, float]] | None,
+    ) -> list[tuple[str, HeaderValue]]:
+        """The headers of one marker (see :meth:`write_markers`)."""
+        self._markers += 1
+        headers: list[tuple[str, HeaderValue]] = [
+            (CONTROL_HEADER, kind),
+            ("marker", f"{self.token}:{self._markers}".encode()),
+            ("relay", self._member.encode()),
+            ("relay_ns", str(time.time_ns()).encode()),
+        ]
+        if terms is not None and partition in terms:
+            headers.append(("term", str(terms[partition]).encode()))
+        if partition in unclean:
+            headers.append(("before", b"unclean"))
+            if below is not None and partition in below:
+                term_below, wall_below = below[partition]
+                headers.append(("below", str(term_below).encode()))
+                headers.append(("below_wall", repr(wall_below).encode()))
+        return headers
 
     def write_checkpoints(
         self,
