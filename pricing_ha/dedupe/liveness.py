@@ -62,14 +62,12 @@ class Liveness:
         self._own_last = _NEVER
         self._own_since = _NEVER  # start of the current unbroken run of own heartbeats
         self.within_s = within_s
-        self.heartbeats = 0  # of this group, received
 
     def observe(self, hb: Heartbeat, received: float) -> None:
         """One heartbeat, received at monotonic ``received`` (copies are harmless)."""
         if hb.group != self.group:
             return
         with self._lock:
-            self.heartbeats += 1
             self._members[hb.member_id] = max(received, self._members.get(hb.member_id, _NEVER))
             for partition in hb.led:
                 self._claims.setdefault(partition, {})[hb.member_id] = received
