@@ -315,11 +315,17 @@ class Arbiter(Generic[T]):
         """Suspects whose window has ended unconfirmed: a new epoch accepted if the line has
         been quiet since it came, a first jump if its next seq came too, the others rejected
         (see the module docstring)."""
+        assert self.bounds is not None
         window = self.reorder_window_s
         for pos in sorted(p for p, v in line.suspects.items() if v[2] + window <= now):
             item, source, came, reason, kind, emits = line.suspects.pop(pos)
             if pos <= line.hw:
                 continue  # overtaken: a copy at or below the mark
+            if epoch_of(pos) == epoch_of(line.hw) and self.bounds.check(line.hw, pos) is None:
+                # An earlier suspect accepted in this call brought it within bounds (the next
+                # seqs of a new epoch, decided together when the caller runs late).
+                self._place(line, pos, item, source, now, out=out, since=came)
+                continue
             if (kind == QUIET and line.emits == emits) or (
                 kind == CONTINUED and pos + 1 in line.suspects
             ):

@@ -129,6 +129,21 @@ def test_a_feed_restart_seen_by_one_group_resumes_after_one_window() -> None:
     assert arb.take_rejected() == []
 
 
+def test_a_restart_seen_by_one_group_keeps_every_seq_when_the_expiry_comes_late() -> None:
+    """A late expiry decides several of the new epoch's suspects at once: all emitted, in order."""
+    arb = _arbiter()
+    arb.offer("X", 900, "a", "p1/a", 0.0, epoch=E1)
+    out = arb.offer("X", 1, "n1", "p1/a", 1.0, epoch=E2)
+    out += arb.offer("X", 2, "n2", "p1/a", 1.1, epoch=E2)
+    out += arb.offer("X", 3, "n3", "p1/a", 1.2, epoch=E2)
+    out += arb.offer("X", 4, "n4", "p1/a", 1.3, epoch=E2)
+    out += arb.expire(1.0 + W + 0.25)  # the caller ran late: seqs 1-3 have all waited W
+    out += arb.expire(1.3 + W)
+    assert _pairs(out) == [(E2, 1), (E2, 2), (E2, 3), (E2, 4)]
+    assert arb.take_rejected() == []
+    assert arb.gaps == 0
+
+
 def test_a_forged_new_epoch_is_rejected_while_the_current_epoch_goes_on() -> None:
     """An unconfirmed later epoch, with the current one still emitting, is rejected."""
     arb = _arbiter()
