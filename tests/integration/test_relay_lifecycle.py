@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from neli.testing import FakeNeli
 from pricing_ha.config import AppConfig, BrokerConfig, TopicsConfig
 from pricing_ha.dedupe.control import RELEASE, TAKEOVER
 from pricing_ha.dedupe.lifecycle import PartitionState
@@ -18,47 +22,18 @@ from pricing_ha.kafka.topics import create_topics, make_admin
 from pricing_ha.telemetry import Telemetry
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.integration
-
 M = 2
 S = PartitionState
-
-
-class _Leading:
-    """A leadership source that leads every partition, with no grace periods (no NELI)."""
-
-    def leads(self, _partition: int) -> bool:
-        return True
-
-    def in_grace(self) -> frozenset[int]:
-        return frozenset()
-
-    def end_grace(self, _partition: int) -> bool:
-        return False
-
-    def recovering(self) -> bool:
-        return False
-
-    def assigned_since(self, _partition: int) -> float | None:
-        return None
 
 
 @pytest.fixture
 def cfg(bootstrap: str) -> AppConfig:
     """Fresh topics on the session's broker."""
     prefix = f"lifecycle-{uuid.uuid4().hex[:8]}"
-    config = AppConfig(
-        broker=BrokerConfig(bootstrap_servers=bootstrap),
-        topics=TopicsConfig(
-            quotes=f"{prefix}.quotes",
-            neli=f"{prefix}.neli",
-            raw=f"{prefix}.raw",
-            prices=f"{prefix}.prices",
-            dlq=f"{prefix}.quotes.dlq",
-            raw_dlq=f"{prefix}.raw.dlq",
-            partitions=M,
-        ),
-    )
+    roles = ("quotes", "neli", "raw", "prices", "dlq", "raw_dlq")
+    names: dict[str, Any] = {role: f"{prefix}.{role}" for role in roles}
+    topics = replace(TopicsConfig(partitions=M), **names)
+    config = AppConfig(broker=BrokerConfig(bootstrap_servers=bootstrap), topics=topics)
     create_topics(make_admin(config), config)
     return config
 
@@ -99,9 +74,9 @@ def _markers(cfg: AppConfig, partition: int, kind: bytes) -> list[tuple[int, dic
 def test_lifecycles_follow_takeover_hand_over_and_letting_go(cfg: AppConfig) -> None:
     """OWNING under the offset of its takeover marker; a hand-over keeps that term; letting go
     returns to STANDBY and writes a release naming the term."""
-    worker = RelayWorker(
-        cfg, "relay", "r1", _Leading(), RelayStats(), telemetry=Telemetry.noop("test")
-    )
+    neli = FakeNeli(M, group_id="relay", member_name="r1")
+    asyncio.run(neli.acquire(*range(M)))  # led at once: no grace periods
+    worker = RelayWorker(cfg, "relay", "r1", neli, RelayStats(), telemetry=Telemetry.noop("test"))
     lcs = worker.lifecycles
     assert [lc.state for lc in lcs.values()] == [S.STANDBY] * M
     worker.start()
@@ -115,11 +90,13 @@ def test_lifecycles_follow_takeover_hand_over_and_letting_go(cfg: AppConfig) -> 
             assert [offset for offset, _ in takeovers] == [term]
             assert takeovers[0][1]["relay"] == "r1"
 
+        asyncio.run(neli.revoke(0))
         worker.request("unassign", 0).wait(30)
         wait_for(lambda: lcs[0].state is S.STANDBY, 30, "partition 0 let go")
         assert lcs[0].term is None
         assert [h.get("term") for _, h in _markers(cfg, 0, RELEASE)] == [str(terms[0])]
 
+        asyncio.run(neli.revoke(1))
         worker.request("handover", 1).wait(30)
         wait_for(lambda: lcs[1].state is not S.OWNING, 30, "partition 1 handed over")
         assert lcs[1].state in (S.HANDING_OVER, S.STANDBY)
