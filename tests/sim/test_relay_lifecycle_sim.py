@@ -7,8 +7,9 @@ import pytest
 
 from pricing_ha.dedupe.lifecycle import TRANSITIONS, PartitionLifecycle, PartitionState
 from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
+from tests.sim.relay_checker import Checker
 from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import Checker, run
+from tests.sim.relay_schedule import run
 from tests.sim.relay_steps import random_steps
 
 S = PartitionState
