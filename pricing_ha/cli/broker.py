@@ -58,6 +58,14 @@ def broker_command(
         str | None,
         typer.Option(help="KRaft cluster id to format with (the same for every --node-id)."),
     ] = None,
+    startup_timeout: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds to wait for the cluster to answer (a --node-id node waits for a"
+            " quorum, hence for the other nodes to start too).",
+        ),
+    ] = 60.0,
     secured: Annotated[
         bool,
         typer.Option(
@@ -87,6 +95,7 @@ def broker_command(
             hosts=hosts.split(",") if hosts else None,
             node_id=node_id,
             cluster_id=cluster_id,
+            startup_timeout_s=startup_timeout,
         )
     except LocalKafkaError as exc:
         typer.echo(str(exc), err=True)

@@ -355,6 +355,7 @@ def run_foreground(
     hosts: Sequence[str] | None = None,
     node_id: int | None = None,
     cluster_id: str | None = None,
+    startup_timeout_s: float = 60.0,
 ) -> None:
     """Run a local Kafka until SIGINT or SIGTERM arrives (the ``pricing-ha broker`` command).
 
@@ -366,6 +367,7 @@ def run_foreground(
         secured: SASL/SCRAM over TLS with the role table's ACLs (see :class:`LocalKafka`).
         hosts: each node's address; node_id: run only that node; cluster_id: the cluster's
             id (see :class:`LocalKafka`).
+        startup_timeout_s: how long to wait for the cluster to answer.
         announce: called once with the cluster when it is ready.
 
     Raises:
@@ -382,6 +384,7 @@ def run_foreground(
         hosts=hosts,
         node_id=node_id,
         cluster_id=cluster_id,
+        startup_timeout_s=startup_timeout_s,
     )
     with kafka:
         announce(kafka)

@@ -317,13 +317,23 @@ def test_broker_command_runs_one_node_each_of_a_cluster_spread_over_hosts(tmp_pa
         for i, log in enumerate(logs, start=1):
             with log.open("wb") as out:
                 argv = ["broker", "--nodes", "3", "--node-id", str(i), "--hosts", ",".join(hosts)]
-                argv += ["--port", str(port), "--cluster-id", cluster_id]
+                argv += [
+                    "--port",
+                    str(port),
+                    "--cluster-id",
+                    cluster_id,
+                    "--startup-timeout",
+                    "140",
+                ]
                 argv += ["--workdir", str(tmp_path / f"host-{i}")]
                 procs.append(
                     subprocess.Popen([*pricing_cli(), *argv], stdout=out, stderr=subprocess.STDOUT)
                 )
-        for log in logs:
-            wait_for(lambda log=log: "Apache Kafka ready" in log.read_text(), 120, str(log))
+
+        def all_ready() -> bool:
+            return all("Apache Kafka ready" in log.read_text() for log in logs)
+
+        wait_for(all_ready, 150, "every node's ready message")
         texts = [log.read_text() for log in logs]
         # Each command ran its own node only, and names the whole cluster as the bootstrap.
         assert [len(re.findall(r"pid (\d+)", t)) for t in texts] == [1, 1, 1], texts
