@@ -34,6 +34,20 @@ _MSK_IAM_CONFLICTS = (
     "sasl.password",
 )
 
+# Every client's defaults for a broker lost without a word (an AZ cut off, a host gone): a client
+# learns a partition's new leader from metadata, which librdkafka otherwise refreshes every 5
+# minutes or when a request to the old leader fails, and a blackholed request only fails at its
+# timeout (60 s for a fetch, 30 s for a produce). Refreshed each second, a consumer reading, or a
+# producer writing, a lost broker's partition moves on about a second after the controller has
+# elected the new leader. Measured in the AZ rehearsal (AZ a, broker 1 included, cut for 20 s;
+# docs/deploy.md#rehearsing-an-az-loss-locally): a partition led by broker 1 was silent for 29 s
+# with librdkafka's defaults (until after the cut healed), 5 s with these (the controller's
+# broker.session.timeout.ms of 3 s, the election, the refresh). The cost is one metadata request
+# per client per second. The same on MSK, whose broker session timeout is Kafka's default 9 s.
+BROKER_LOSS_DEFAULTS: Mapping[str, str | int | float | bool] = types.MappingProxyType(
+    {"topic.metadata.refresh.interval.ms": 1000}
+)
+
 
 # repr=False: __repr__ below hides credentials.
 @dataclass(frozen=True, kw_only=True, slots=True, repr=False)
@@ -160,7 +174,8 @@ class BrokerConfig:
         """Builds a confluent-kafka configuration dict.
 
         Args:
-            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
+            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms);
+                they come on top of :data:`BROKER_LOSS_DEFAULTS`.
             required: settings the application depends on (e.g. acks); they win.
 
         Returns:
@@ -171,6 +186,7 @@ class BrokerConfig:
         """
         return {
             "bootstrap.servers": self.bootstrap_servers,
+            **BROKER_LOSS_DEFAULTS,
             **(defaults or {}),
             **self.librdkafka,
             **(required or {}),
@@ -192,8 +208,9 @@ class BrokerConfig:
         return {"oauth_cb": _msk_iam.MskIamTokenCallback(self.aws_region, _msk_iam.load_signer())}
 
     def neli_kafka(self) -> dict[str, Any]:
-        """``librdkafka`` plus :meth:`callbacks`: the ``kafka`` passthrough for NELI members."""
-        return {**self.librdkafka, **self.callbacks()}
+        """:data:`BROKER_LOSS_DEFAULTS`, ``librdkafka`` and :meth:`callbacks`: the ``kafka``
+        passthrough for NELI members."""
+        return {**BROKER_LOSS_DEFAULTS, **self.librdkafka, **self.callbacks()}
 
     def __repr__(self) -> str:
         """The fields, with every credential of ``librdkafka`` shown as ``"***"``."""
