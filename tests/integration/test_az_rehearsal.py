@@ -115,6 +115,36 @@ c.close()
 """
 
 
+# Run inside AZ c: how far behind now the newest price on each partition of prices is (seconds),
+# or null for a partition with none yet: the pipeline is live when every one is recent.
+_LAG = """
+import json, sys, time
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "az-rehearsal-lag",
+              "enable.auto.commit": False, "isolation.level": "read_committed"})
+parts = list(c.list_topics("prices", timeout=10).topics["prices"].partitions)
+newest = dict.fromkeys(parts, 0)
+tps = []
+for p in parts:
+    low, high = c.get_watermark_offsets(TopicPartition("prices", p), timeout=10)
+    tps.append(TopicPartition("prices", p, max(low, high - 20)))
+c.assign(tps)
+idle = 0
+while idle < 8:
+    m = c.poll(0.25)
+    if m is None or m.error():
+        idle += 1
+        continue
+    idle = 0
+    relay_ns = int(dict(m.headers() or []).get("relay_ns", b"0") or 0)
+    newest[m.partition()] = max(newest[m.partition()], relay_ns)
+c.close()
+now = time.time_ns()
+print(json.dumps({p: (now - ns) / 1e9 if ns else None for p, ns in newest.items()}))
+"""
+LIVE_LAG_S = 3.0  # the pipeline counts as live once every partition's newest price is this recent
+
+
 def rehearsal(prefix: str, *args: str, timeout_s: float = 240) -> str:
     """Runs scripts/az-rehearsal with this test's namespace prefix; returns its stdout."""
     done = subprocess.run(
@@ -247,21 +277,30 @@ def test_cut_of_az_a_with_its_broker_loses_and_duplicates_nothing(azs: str, tmp_
         procs.start("relay-b", "b", "dedupe", "--member", "relay-b")
         time.sleep(4 * SESSION_S)  # groups formed, every partition led
         sub_out, feed_out = tmp_path / "subscriber.json", tmp_path / "feed.json"
-        feed_s = 8 + CUT_S + 12
         subscriber = procs.start(
-            "subscriber", "c", "subscribe", "--from-beginning", "--duration", str(feed_s + 240),
+            "subscriber", "c", "subscribe", "--from-beginning", "--duration", "600",
             "--summary-out", str(sub_out),
         )  # fmt: skip
         feed = procs.start(
             "feed", "c", "feed", "--instruments", str(INSTRUMENTS), "--rate", str(RATE_HZ),
-            "--duration", str(feed_s), "--summary-out", str(feed_out),
+            "--duration", "400", "--summary-out", str(feed_out),
         )  # fmt: skip
-        time.sleep(8)
+        lag: dict[str, float | None] = {}
+
+        def pipeline_live() -> bool:
+            lag.update(json.loads(in_az_c(azs, _LAG, BOOTSTRAP)))
+            return all(v is not None and v <= LIVE_LAG_S for v in lag.values())
+
+        # Cut a live pipeline, not one still catching up with its start on a loaded machine.
+        wait_for(pipeline_live, 150, lambda: f"prices live (lag per partition: {lag})")
+        time.sleep(3)
         rehearsal(azs, "cut", "a")
         cut_ns = time.time_ns()  # the link is down: nothing AZ a stamps from now on gets out
         time.sleep(CUT_S)
         rehearsal(azs, "restore", "a")
         restore_ns = time.time_ns()
+        time.sleep(12)  # the feed goes on after the heal
+        feed.send_signal(signal.SIGTERM)  # it writes its summary and exits
         assert feed.wait(90) == 0, (tmp_path / "feed.log").read_text()[-3000:]
         produced = json.loads(feed_out.read_text())
         last_seq = {n: r["last_seq"] for n, r in produced["instruments"].items() if r["last_seq"]}
@@ -299,5 +338,6 @@ def test_cut_of_az_a_with_its_broker_loses_and_duplicates_nothing(azs: str, tmp_
     assert verdict["gaps"] == 0, verdict
     silences = {n: verdict["instruments"][n]["max_silence_s"] for n in last_seq}
     print(f"longest silence per instrument across the AZ a cut: {silences}")
+    print(f"subscriber's latency: {verdict['latency']}")
     print(f"longest gap per partition of prices: {_silences_on_prices(records, cut_ns)}")
     assert max(silences.values()) <= SILENCE_BOUND_S, silences
