@@ -53,10 +53,25 @@ def busiest_leader(admin: AdminClient, topic: str) -> int:
     return min(counts, key=lambda node: (-counts[node], node))
 
 
-def coordinator(admin: AdminClient, group: str, timeout_s: float = 10.0) -> int:
-    """The node id of ``group``'s group coordinator (from DescribeGroups)."""
-    described = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    return int(described.result(timeout_s).coordinator.id)
+def coordinator(admin: AdminClient, group: str, timeout_s: float = 30.0) -> int:
+    """The node id of ``group``'s group coordinator (from DescribeGroups), asking again while
+    the cluster answers that it has none (a new coordinator still loading the group).
+
+    Raises:
+        LocalKafkaError: no answer naming a coordinator within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        future = admin.describe_consumer_groups([group], request_timeout=5.0)[group]
+        try:
+            # Waited for past the request's own timeout: a future abandoned while librdkafka
+            # still holds its request has aborted the process (an assertion in librdkafka
+            # 2.16's rd_kafka_enq_once) when the brokers stopped later.
+            return int(future.result(15.0).coordinator.id)
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise LocalKafkaError(f"no coordinator of group {group}: {exc}") from exc
+        time.sleep(0.2)
 
 
 def offsets_partition(group: str, partitions: int) -> int:
