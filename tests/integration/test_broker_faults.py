@@ -48,7 +48,7 @@ def _start(c: PricingCluster) -> None:
     c.publisher("p2", "a")
     c.relay("r1")
     c.relay("r2")
-    c.wait_led(["p1", "p2", "relay"])
+    c.wait_led(["p1", "p2", "relay"], timeout=180)
     c.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=180)
     time.sleep(5)  # flowing before the fault
 
