@@ -111,8 +111,6 @@ def cluster3(kafka3: LocalKafka, tmp_path: Path, cluster3_uid: str) -> Iterator[
         c = PricingCluster(
             group, kafka3.bootstrap, tmp_path, replication_factor=3, uid=cluster3_uid
         )
-        if os.environ.get("BF_CHILD_PYTHONPATH"):  # TEMP measurement hack
-            c.env["PYTHONPATH"] = os.environ["BF_CHILD_PYTHONPATH"]
         c.create_topics()
         yield c
     finally:
