@@ -19,6 +19,9 @@ from pricing_ha.config._sections import check, check_ms
 
 __all__ = ["RECOVERY_DEFAULTS", "BrokerConfig"]
 
+# The relay's transaction.timeout.ms unless [broker.librdkafka] sets it (dedupe.output_producers).
+_RELAY_TXN_TIMEOUT_MS = 10_000
+
 #: librdkafka settings of every client, for fast recovery after a broker is lost
 #: (docs/deploy.md#client-settings-for-broker-faults); ``[broker.librdkafka]`` overrides each.
 RECOVERY_DEFAULTS: dict[str, str | int | bool] = {
@@ -114,6 +117,7 @@ class BrokerConfig:
             f"NELI needs the classic group protocol (KIP-848 '{protocol}' ignores client "
             "session timeouts)",
         )
+        self._check_socket_timeout()
         settings = dict(self.librdkafka)
         check(
             self.auth in _AUTH_MODES,
@@ -143,6 +147,26 @@ class BrokerConfig:
                 f'is only used with auth = "msk_iam" (auth is {self.auth!r})',
             )
         object.__setattr__(self, "librdkafka", types.MappingProxyType(settings))
+
+    def _check_socket_timeout(self) -> None:
+        """librdkafka refuses to create a transactional producer (the relay's) whose
+        ``socket.timeout.ms`` exceeds ``transaction.timeout.ms`` + 100, and the relay then
+        never emits: refuse that at load, naming both keys."""
+        raw_socket = self.librdkafka.get("socket.timeout.ms")
+        if raw_socket is None:
+            return
+        raw_txn = self.librdkafka.get("transaction.timeout.ms", _RELAY_TXN_TIMEOUT_MS)
+        try:
+            socket_ms, txn_ms = int(raw_socket), int(raw_txn)
+        except ValueError:
+            return  # librdkafka names the bad value itself
+        check(
+            socket_ms <= txn_ms + 100,
+            self,
+            "librdkafka.socket.timeout.ms",
+            f"{socket_ms} exceeds transaction.timeout.ms ({txn_ms}) + 100, which the relay's "
+            "transactional producers refuse; lower it or raise librdkafka.transaction.timeout.ms",
+        )
 
     def _msk_iam_settings(self, settings: dict[str, str]) -> dict[str, str]:
         """Validates ``auth = "msk_iam"`` and returns ``librdkafka`` with its TLS/SASL settings."""
