@@ -27,6 +27,7 @@ __all__ = [
     "coordinator",
     "isr_sizes",
     "leader_counts",
+    "offsets_leaders",
     "offsets_partition",
     "wait_full_isr",
     "wipe_data",
@@ -71,6 +72,22 @@ def coordinator(admin: AdminClient, group: str, timeout_s: float = 30.0) -> int:
         except KafkaException as exc:
             if time.monotonic() > deadline:
                 raise LocalKafkaError(f"no coordinator of group {group}: {exc}") from exc
+        time.sleep(0.2)
+
+
+def offsets_leaders(admin: AdminClient, timeout_s: float = 60.0) -> dict[int, int]:
+    """Partition -> leader of ``__consumer_offsets``, once every partition has one (asking for
+    a group's coordinator first: the topic is created on the first such request)."""
+    coordinator(admin, "pricing-ha-offsets-probe", timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topic = admin.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+        if topic is not None and topic.error is None and topic.partitions:
+            leaders = {p.id: p.leader for p in topic.partitions.values()}
+            if all(leader >= 0 for leader in leaders.values()):
+                return leaders
+        if time.monotonic() > deadline:
+            raise LocalKafkaError("__consumer_offsets has partitions without a leader")
         time.sleep(0.2)
 
 

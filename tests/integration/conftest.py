@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from pricing_ha.local.broker import LocalKafka
+from pricing_ha.local.broker_faults import offsets_leaders, offsets_partition
 from pricing_ha.local.cluster import PricingCluster, pricing_cli
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.publishing.publisher import neli_group_id
 from tests.conftest import BOOTSTRAP_ENV, TopicFactory
 from tests.integration.neli_harness import Cluster
 
@@ -97,9 +100,22 @@ def kafka3(tmp_path: Path, kafka3_overrides: dict[str, str]) -> Iterator[LocalKa
 
 
 @pytest.fixture
-def cluster3_uid() -> str:
-    """The uid of ``cluster3``'s topic and group names (a test parametrizes it to choose)."""
-    return uuid.uuid4().hex[:8]
+def cluster3_uid(request: pytest.FixtureRequest, kafka3: LocalKafka) -> str:
+    """The uid of ``cluster3``'s topic and group names: random, or (``indirect`` parameter
+    ``"shared-coordinator"``) one whose p1 and p2 NELI groups have the same coordinator."""
+    if getattr(request, "param", None) != "shared-coordinator":
+        return uuid.uuid4().hex[:8]
+    admin = AdminClient(kafka3.client_settings())
+    leaders = offsets_leaders(admin)
+    for _ in range(100_000):
+        uid = uuid.uuid4().hex[:8]
+        nodes = {
+            leaders[offsets_partition(neli_group_id(f"{p}-{uid}"), len(leaders))]
+            for p in ("p1", "p2")
+        }
+        if len(nodes) == 1:
+            return uid
+    raise AssertionError(f"no uid puts both NELI groups on one coordinator: {leaders}")
 
 
 @pytest.fixture

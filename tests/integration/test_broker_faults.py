@@ -14,7 +14,6 @@ looser bound (``LONG_BOUND_S``, see there): their silence is an open finding of 
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
@@ -23,7 +22,6 @@ from pricing_ha.local.broker_faults import (
     busiest_leader,
     coordinator,
     leader_counts,
-    offsets_partition,
     wait_full_isr,
     wipe_data,
 )
@@ -101,28 +99,14 @@ def test_sigkill_of_the_broker_leading_most_of_prices(
     wait_full_isr(admin, _topics(cluster3), 3)
 
 
-def _coordinated_uid() -> str:
-    """A cluster uid whose two NELI groups (p1's, p2's) sit in ``__consumer_offsets``
-    partitions i and i + 3 of 6, which one node leads on a three-node cluster (leaders are
-    placed round-robin): both groups' membership has one coordinator, the common-mode case.
-    (Their names differ in one character, so their Java hashes differ by an odd number and
-    never fall in one partition of an even count.)"""
-    for _ in range(100_000):
-        uid = uuid.uuid4().hex[:8]
-        if len({offsets_partition(neli_group_id(f"{p}-{uid}"), 6) % 3 for p in PUB}) == 1:
-            return uid
-    raise AssertionError("no uid puts both NELI groups on one coordinator")
-
-
 def _publishing_groups(uid: str) -> list[str]:
     return [g(f"{p}-{uid}") for p in PUB for g in (neli_group_id, quotes_group_id)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cluster3_uid", [_coordinated_uid()])
-# Preferred leaders restored within seconds (Kafka's default: every 300 s), so that partitions
-# i and i + 3 of __consumer_offsets have the one leader placement gave them, even after a
-# node was slow to join at start-up.
+@pytest.mark.parametrize("cluster3_uid", ["shared-coordinator"], indirect=True)
+# Preferred leaders restored within seconds (Kafka's default: every 300 s): the offsets
+# partitions keep (or get back) the leaders the uid was chosen for.
 @pytest.mark.parametrize(
     "kafka3_overrides",
     [
@@ -145,6 +129,7 @@ def test_sigkill_of_the_publishing_groups_coordinator(
         lambda: coordinator(admin, neli[0]) == coordinator(admin, neli[1]),
         60,
         "p1's and p2's NELI groups to share a coordinator (the uid was chosen for it)",
+        interval_s=1.0,
     )
     coordinators = {g: coordinator(admin, g) for g in groups}
     victim = coordinators[neli[0]]
