@@ -10,13 +10,14 @@ disk would, keeping what a separate metadata disk would keep.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.errors import LocalKafkaError
@@ -54,41 +55,49 @@ def busiest_leader(admin: AdminClient, topic: str) -> int:
     return min(counts, key=lambda node: (-counts[node], node))
 
 
-def coordinator(admin: AdminClient, group: str, timeout_s: float = 30.0) -> int:
-    """The node id of ``group``'s group coordinator (from DescribeGroups), asking again while
-    the cluster answers that it has none (a new coordinator still loading the group).
+def coordinator(admin: AdminClient, group: str, timeout_s: float = 60.0) -> int:
+    """The node id of ``group``'s group coordinator: the leader of its ``__consumer_offsets``
+    partition (:func:`offsets_partition`), which is how Kafka places coordinators.
 
-    Raises:
-        LocalKafkaError: no answer naming a coordinator within ``timeout_s``.
+    Read from metadata rather than DescribeGroups: librdkafka 2.16's describe has aborted the
+    calling process (an assertion in ``rd_kafka_enq_once``) while the offsets topic was being
+    created or its leaders moved, taking a test's brokers' clean-up with it.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        future = admin.describe_consumer_groups([group], request_timeout=5.0)[group]
-        try:
-            # Waited for past the request's own timeout: a future abandoned while librdkafka
-            # still holds its request has aborted the process (an assertion in librdkafka
-            # 2.16's rd_kafka_enq_once) when the brokers stopped later.
-            return int(future.result(15.0).coordinator.id)
-        except KafkaException as exc:
-            if time.monotonic() > deadline:
-                raise LocalKafkaError(f"no coordinator of group {group}: {exc}") from exc
-        time.sleep(0.2)
+    leaders = offsets_leaders(admin, timeout_s)
+    return leaders[offsets_partition(group, len(leaders))]
 
 
 def offsets_leaders(admin: AdminClient, timeout_s: float = 60.0) -> dict[int, int]:
-    """Partition -> leader of ``__consumer_offsets``, once every partition has one (asking for
-    a group's coordinator first: the topic is created on the first such request)."""
-    coordinator(admin, "pricing-ha-offsets-probe", timeout_s)
+    """Partition -> leader of ``__consumer_offsets``, once every partition has one (creating
+    the topic first if need be: a group's first coordinator look-up does that)."""
     deadline = time.monotonic() + timeout_s
+    asked = False
     while True:
-        topic = admin.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+        meta = admin.list_topics(timeout=10)
+        topic = meta.topics.get("__consumer_offsets")
         if topic is not None and topic.error is None and topic.partitions:
             leaders = {p.id: p.leader for p in topic.partitions.values()}
             if all(leader >= 0 for leader in leaders.values()):
                 return leaders
+        elif not asked:
+            _look_up_a_coordinator(",".join(f"{b.host}:{b.port}" for b in meta.brokers.values()))
+            asked = True
         if time.monotonic() > deadline:
             raise LocalKafkaError("__consumer_offsets has partitions without a leader")
         time.sleep(0.2)
+
+
+def _look_up_a_coordinator(bootstrap: str) -> None:
+    """Make the cluster create ``__consumer_offsets``: a consumer asking for its committed
+    offsets looks up its group's coordinator."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "pricing-ha-offsets-probe", "log_level": 0}
+    )
+    try:
+        with contextlib.suppress(KafkaException):
+            consumer.committed([TopicPartition("pricing-ha-offsets-probe", 0)], timeout=5)
+    finally:
+        consumer.close()
 
 
 def offsets_partition(group: str, partitions: int) -> int:

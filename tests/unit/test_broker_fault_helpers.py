@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker_faults import (
     busiest_leader,
+    coordinator,
     leader_counts,
     offsets_partition,
     wipe_data,
@@ -51,12 +52,13 @@ class _Topic:
 @dataclass
 class _Meta:
     topics: dict[str, _Topic]
+    brokers: dict[int, Any] = field(default_factory=dict)
 
 
 class _Admin:
-    def __init__(self, leaders: list[int]) -> None:
+    def __init__(self, leaders: list[int], topic: str = "t") -> None:
         parts = {i: _Partition(i, leader) for i, leader in enumerate(leaders)}
-        self.meta = _Meta({"t": _Topic(parts)})
+        self.meta = _Meta({topic: _Topic(parts)})
 
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> _Meta:
         del topic, timeout
@@ -68,6 +70,14 @@ def test_busiest_leader_counts_partitions_and_skips_leaderless_ones() -> None:
     admin = cast(AdminClient, _Admin([2, 3, 3, -1, -1, -1]))
     assert leader_counts(admin, "t") == Counter({3: 2, 2: 1})
     assert busiest_leader(admin, "t") == 3
+
+
+def test_coordinator_is_the_leader_of_the_groups_offsets_partition() -> None:
+    """A group's coordinator is the node leading its __consumer_offsets partition."""
+    leaders = [1, 2, 3, 3, 2, 1]
+    admin = cast(AdminClient, _Admin(leaders, "__consumer_offsets"))
+    for group in ("pricing.p1-ab", "pricing.p2-ab", "abc"):
+        assert coordinator(admin, group) == leaders[offsets_partition(group, 6)]
 
 
 def test_busiest_leader_of_a_leaderless_topic_is_an_error() -> None:
