@@ -38,6 +38,7 @@ from pricing_ha.local.demo_report import (
     pipeline_report,
     report,
     trace_notes,
+    write_verdict,
 )
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import ProcessGroup
@@ -280,6 +281,7 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
             run.record.write(workdir / "traces")
             verdict = _judge(cluster, options, run, data, workdir)
             report(verdict, data.subscriber, run.events, workdir, out)
+            write_verdict(verdict, run.faults, workdir)
             report_ok = (
                 pipeline_report(cluster.config_path, verdict, workdir, out)
                 if options.report

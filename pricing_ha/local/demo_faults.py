@@ -120,6 +120,11 @@ class BrokerFaults:
         )
         self._killed = None
 
+    @property
+    def frozen(self) -> list[str]:
+        """The members the AZ a outage froze (empty when AZ a is up)."""
+        return sorted(p.name for p in self._frozen)
+
     def lose_az_a(self) -> None:
         """Freeze broker 1 and AZ a's live members together (SIGSTOP), a lasting fault."""
         node = self.kafka.node(AZ_A_BROKER)

@@ -24,12 +24,14 @@ from pricing_ha.local.traces_view import RUN_FILE, Term, TraceSet, terms
 from pricing_ha.local.verdict import Fault, Silence, Verdict
 
 __all__ = [
+    "VERDICT_FILE",
     "RunRecord",
     "broker_line",
     "pipeline_report",
     "report",
     "show_traces",
     "trace_notes",
+    "write_verdict",
 ]
 
 
@@ -208,3 +210,40 @@ def pipeline_report(
         f" --config {config_path}"
     )
     return result.verdict.ok and agrees
+
+
+#: The verdict's machine-readable form, written beside the logs.
+VERDICT_FILE = "verdict.json"
+
+
+def write_verdict(verdict: Verdict, faults: list[Fault], workdir: Path) -> Path:
+    """Write the verdict, its totals, the fault timeline and each breach with its cause to
+    ``workdir/verdict.json`` (for scripts and tests: the printed report says the same)."""
+    rows = verdict.instruments
+    document = {
+        "state": verdict.state.value,
+        "exactly_once_in_order": verdict.ok,
+        "subscriber_ok": verdict.subscriber_ok,
+        "bound_s": verdict.bound.bound_s if verdict.bound is not None else None,
+        "longest_silence_s": verdict.longest_silence_s,
+        "totals": {
+            key: sum(getattr(v, key) for v in rows)
+            for key in ("expected", "delivered", "duplicates", "missing", "out_of_order")
+        },
+        "faults": [{"at_s": f.at_s, "until_s": f.until_s, "text": f.text} for f in faults],
+        "breaches": [
+            {
+                "topic": s.topic,
+                "instrument": s.instrument,
+                "partition": s.partition,
+                "start_s": round(s.start_s, 3),
+                "duration_s": round(s.duration_s, 3),
+                "cause": s.cause,
+                "fault": s.fault,
+            }
+            for s in [*verdict.breaches, *verdict.raw_breaches]
+        ],
+    }
+    path = workdir / VERDICT_FILE
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return path
