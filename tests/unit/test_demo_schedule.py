@@ -77,3 +77,24 @@ def test_zones_place_p1_in_a_p2_in_b_and_a_replacement_where_its_predecessor_sto
     zones.replaced("relay-r3", "relay-r2")
     assert zones.zone("relay-r3") == "b"
     assert zones.zone("feed") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "2"], "1 or 3"),
+        (["--nodes", "3", "--bootstrap", "127.0.0.1:1"], "drop --bootstrap"),
+    ],
+)
+def test_demo_command_refuses_other_node_counts_and_a_foreign_broker(
+    args: list[str], message: str
+) -> None:
+    """Two nodes, or three on a broker it did not start (it could not kill one): exit 2,
+    before anything starts."""
+    from typer.testing import CliRunner
+
+    from pricing_ha.cli import app
+
+    result = CliRunner().invoke(app, ["demo", *args])
+    assert result.exit_code == 2
+    assert message in result.output
