@@ -79,12 +79,6 @@ class PricesArrivals:
                 )
             )
 
-    def flowing(self, within_s: float) -> bool:
-        """Whether every instrument seen so far had a new seq within the last ``within_s``."""
-        now = time.monotonic()
-        arrivals = list(self.arrivals.values())
-        return bool(arrivals) and all(now - a[-1] <= within_s for a in arrivals if a)
-
     def close(self) -> None:
         """Stop following."""
         self._tail.close()
@@ -146,6 +140,13 @@ class Probe:
         self._stop.set()
         self._thread.join(60)
         self._tail.close()
+
+
+def flowing(arrivals: dict[str, list[float]], within_s: float) -> bool:
+    """Whether every key seen so far arrived again within the last ``within_s``."""
+    now = time.monotonic()
+    seen = list(arrivals.values())
+    return bool(seen) and all(now - a[-1] <= within_s for a in seen if a)
 
 
 def longest_silence(

@@ -44,7 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _broker_fault_rounds import PricesArrivals, Probe, longest_silence
+from _broker_fault_rounds import PricesArrivals, Probe, flowing, longest_silence
 from _common import machine, wait_until, write
 from _pipeline import code_version, exactly_once, foreign_processes, start_feed, start_pipeline
 from _takeover_checks import zombie_records
@@ -94,7 +94,8 @@ class Cluster:
         wait_full_isr(self.admin, self.topics, timeout_s=timeout_s)
         self.cluster.wait_led(["p1", "p2", "relay"], timeout=timeout_s)
         if not wait_until(
-            lambda: self.prices.flowing(1.0) and _flowing(self.probe.arrivals, 1.0), timeout_s
+            lambda: flowing(self.prices.arrivals, 1.0) and flowing(self.probe.arrivals, 1.0),
+            timeout_s,
         ):
             raise AssertionError("prices or the probe did not flow again")
         return time.monotonic() - began
@@ -112,11 +113,6 @@ class Cluster:
 
 def _no_note(_text: str, **_where: str) -> None:
     """The faults' notes are the round's own record here."""
-
-
-def _flowing(arrivals: dict[str, list[float]], within_s: float) -> bool:
-    now = time.monotonic()
-    return bool(arrivals) and all(now - a[-1] <= within_s for a in list(arrivals.values()) if a)
 
 
 def _strike(fault: str, c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
