@@ -6,7 +6,7 @@ coordination move with every fault, so "broker 2" means nothing after the first 
 
 - :func:`partition_leaders` / :func:`busiest_leader`: who leads each partition of a topic, and
   the node leading the most of them (the broker whose loss silences the most of ``prices``).
-- :func:`group_coordinator` / :func:`coordinator_of`: the node coordinating a consumer group
+- :func:`coordinator` / :func:`coordinator_of`: the node coordinating a consumer group
   (the ``__consumer_offsets`` partition leader for its id), and the node coordinating the most
   of several groups (the publishing groups' common-mode fault).
 - :func:`wait_full_isr`: block until every partition of some topics has its full replica set
@@ -33,8 +33,8 @@ from pricing_ha.local.broker import LocalKafka
 
 __all__ = [
     "busiest_leader",
+    "coordinator",
     "coordinator_of",
-    "group_coordinator",
     "partition_leaders",
     "rolling_restart",
     "under_replicated",
@@ -68,7 +68,7 @@ def busiest_leader(admin: AdminClient, topic: str) -> int:
     return min(counts, key=lambda node: (-counts[node], node))
 
 
-def group_coordinator(admin: AdminClient, group: str, timeout_s: float = 10.0) -> int:
+def coordinator(admin: AdminClient, group: str, timeout_s: float = 10.0) -> int:
     """The node id coordinating consumer group ``group`` (an empty group has one too).
 
     Raises:
@@ -86,9 +86,9 @@ def coordinator_of(admin: AdminClient, groups: Iterable[str]) -> tuple[int, list
     """The node coordinating the most of ``groups`` (ties: the first group's), and those groups.
 
     Raises:
-        LocalKafkaError: as :func:`group_coordinator`; or ``groups`` is empty.
+        LocalKafkaError: as :func:`coordinator`; or ``groups`` is empty.
     """
-    by_group = {g: group_coordinator(admin, g) for g in groups}
+    by_group = {g: coordinator(admin, g) for g in groups}
     if not by_group:
         raise LocalKafkaError("no group to find a coordinator of")
     counts = Counter(by_group.values())
@@ -117,7 +117,7 @@ def under_replicated(
 
 
 def wait_full_isr(
-    admin: AdminClient, topics: Iterable[str], *, replicas: int = 3, timeout_s: float = 120.0
+    admin: AdminClient, topics: Iterable[str], replicas: int = 3, timeout_s: float = 120.0
 ) -> float:
     """Block until every partition of ``topics`` has a leader and ``replicas`` in sync.
 

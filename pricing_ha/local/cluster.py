@@ -129,6 +129,8 @@ class PricingCluster:
     bootstrap: str
     workdir: Path
     partitions: int = 4
+    #: Replicas per partition of every topic (3 on a three-node cluster: min.insync.replicas 2).
+    replication_factor: int = 1
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     session_ms: int = SESSION_MS
     members: dict[str, Proc] = field(default_factory=dict)
@@ -136,9 +138,6 @@ class PricingCluster:
     fed_instruments: int = 0
     #: Extra environment variables of every process (e.g. ``PRICING_HA__TELEMETRY__...``).
     env: dict[str, str] = field(default_factory=dict)
-    #: Replicas per partition of the topics :meth:`create_topics` creates (3 on three nodes:
-    #: they then get ``min.insync.replicas = 2``).
-    replication_factor: int = 1
 
     def __post_init__(self) -> None:
         """Write the configuration file."""
@@ -157,9 +156,7 @@ class PricingCluster:
         lines = ["[broker]", f'bootstrap_servers = "{self.bootstrap}"', "", "[topics]"]
         lines += [f'{role} = "{name}"' for role, name in self.topics.items()]
         lines += [f"partitions = {self.partitions}"]
-        if self.replication_factor != 1:
-            lines.append(f"replication_factor = {self.replication_factor}")
-        lines += ["", "[groups]"]
+        lines += [f"replication_factor = {self.replication_factor}", "", "[groups]"]
         lines += [
             f'publishing = ["{self.group("p1")}", "{self.group("p2")}"]',
             f'relay = "{self.group("relay")}"',
