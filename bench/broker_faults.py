@@ -70,6 +70,7 @@ INSTRUMENTS = 100
 HZ = 10.0
 MARGIN_S = 0.5  # the goal: silence <= the probe's + 0.5 s at p99
 LAG_MS = 30_000  # Apache Kafka's replica.lag.time.max.ms (not overridden by LocalKafka)
+RESTART_TIMEOUT_S = 180.0  # a restarted node's first complete metadata answer (slow when busy)
 
 
 class Cluster:
@@ -132,7 +133,7 @@ def _strike(fault: str, c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             why = {"coordinated_groups": coordinated}
         kafka.node(node).kill()
         time.sleep(args.down_s)
-        kafka.restart_node(node)
+        kafka.restart_node(node, timeout_s=RESTART_TIMEOUT_S)
         return {"broker": node, **why}
     if fault == "sigstop":
         node = busiest_leader(admin, prices)
@@ -192,11 +193,15 @@ def run_fault(fault: str, args: argparse.Namespace) -> dict[str, Any]:
         ProcessGroup(workdir / "logs") as procs,
     ):
         c = Cluster(kafka, procs, workdir)
+        error = None
         try:
             rounds.extend(one_round(fault, c, args, n) for n in range(1, args.rounds + 1))
+        except Exception as exc:  # noqa: BLE001 - the other faults' clusters still run
+            error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            print(f"  {fault}: a round failed: {error}", flush=True)
         finally:
             verdict = c.close()
-    return {"rounds": rounds, "exactly_once": verdict, "workdir": str(workdir)}
+    return {"rounds": rounds, "error": error, "exactly_once": verdict, "workdir": str(workdir)}
 
 
 def _p99(rounds: list[dict[str, Any]], key: str) -> float | None:
@@ -238,6 +243,9 @@ def goals(by_fault: dict[str, dict[str, Any]], bound_s: float) -> dict[str, Any]
             zombies = sum(r.get("zombie_records", 0) for r in rounds)
             goal["zombie_records"] = zombies
             met = met and zombies == 0
+        if result.get("error"):
+            goal["error"] = result["error"]  # a round that did not finish: not met
+            met = False
         out[fault] = {**goal, "met": met}
     verdicts = {f: r["exactly_once"] for f, r in by_fault.items()}
     out["exactly_once"] = {

@@ -163,6 +163,6 @@ def rolling_restart(
         on_step(f"stopping broker {node.node_id} (controlled shutdown)")
         node.stop(stop_timeout_s)
         on_step(f"starting broker {node.node_id}")
-        kafka.restart_node(node.node_id)
+        kafka.restart_node(node.node_id, timeout_s=isr_timeout_s)
         wait_full_isr(admin, names, replicas=replicas, timeout_s=isr_timeout_s)
         on_step(f"broker {node.node_id} back, every partition fully in sync")

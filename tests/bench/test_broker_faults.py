@@ -71,3 +71,12 @@ def test_goals_fail_on_a_zombie_a_lost_price_or_nothing_measured() -> None:
     assert met["exactly_once"]["met"] is False
     assert met["exactly_once"]["missing"] == 3
     assert met["kill-coordinator"]["met"] is False
+
+
+def test_a_fault_whose_rounds_did_not_finish_is_not_met() -> None:
+    """A round that raised (a broker that never came back) fails its goal, whatever the
+    rounds before it measured."""
+    broken = {**_rounds("kill-leader", (0.1, 1.0)), "error": "LocalKafkaError: node 2"}
+    met = goals({"kill-leader": broken}, bound_s=0.7)
+    assert met["kill-leader"]["met"] is False
+    assert met["kill-leader"]["error"] == "LocalKafkaError: node 2"
