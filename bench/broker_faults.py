@@ -98,7 +98,13 @@ class Cluster:
             lambda: flowing(self.prices.arrivals, 1.0) and flowing(self.probe.arrivals, 1.0),
             timeout_s,
         ):
-            raise AssertionError("prices or the probe did not flow again")
+            now = time.monotonic()
+            stale = sorted(k for k, a in self.prices.arrivals.items() if a and now - a[-1] > 1)
+            quiet = sorted(k for k, a in self.probe.arrivals.items() if a and now - a[-1] > 1)
+            raise AssertionError(
+                f"not flowing again within {timeout_s:.0f} s: {len(stale)} instrument(s) on "
+                f"prices ({', '.join(stale[:5])}...), probe keys {quiet}"
+            )
         return time.monotonic() - began
 
     def close(self) -> dict[str, Any]:
