@@ -53,6 +53,7 @@ from _takeover_rounds import pct
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.config import AppConfig
+from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.broker_faults import (
     busiest_leader,
@@ -164,7 +165,12 @@ def one_round(fault: str, c: Cluster, args: argparse.Namespace, n: int) -> dict[
     t0, wall_ms = time.monotonic(), time.time() * 1000
     hit = _strike(fault, c, args)
     ended = time.monotonic()
-    recovery = c.settle()
+    recovery: float | None = None
+    error = None
+    try:
+        recovery = c.settle()
+    except (AssertionError, LocalKafkaError) as exc:  # measured anyway: open at the end
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
     hi = time.monotonic()
     silence, instrument, still_open = longest_silence(c.prices.arrivals, t0, hi)
     probe, key, probe_open = longest_silence(c.probe.arrivals, t0, hi)
@@ -174,13 +180,15 @@ def one_round(fault: str, c: Cluster, args: argparse.Namespace, n: int) -> dict[
         **hit,
         "fault_s": round(ended - t0, 2),
         "settle_before_s": round(settled_before, 1),
-        "until_whole_s": round(recovery, 1),
+        "until_whole_s": None if recovery is None else round(recovery, 1),
         "silence_s": silence,
         "worst_instrument": instrument,
         "probe_silence_s": probe,
         "probe_worst_key": key,
         "open_at_window_end": still_open or probe_open,
     }
+    if error is not None:
+        out["error"] = error
     if fault == "az-a":
         out["zombie_records"] = sum(
             zombie_records(c.prices.records[p], c.prices.controls[p], "r1", wall_ms)
@@ -201,7 +209,10 @@ def run_fault(fault: str, args: argparse.Namespace) -> dict[str, Any]:
         c = Cluster(kafka, procs, workdir)
         error = None
         try:
-            rounds.extend(one_round(fault, c, args, n) for n in range(1, args.rounds + 1))
+            for n in range(1, args.rounds + 1):
+                rounds.append(one_round(fault, c, args, n))
+                if "error" in rounds[-1]:
+                    raise AssertionError(rounds[-1]["error"])
         except Exception as exc:  # noqa: BLE001 - the other faults' clusters still run
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
             print(f"  {fault}: a round failed: {error}", flush=True)
