@@ -23,6 +23,7 @@ import bisect
 import contextlib
 import threading
 import time
+from typing import Any
 
 from _common import TopicTail
 from confluent_kafka import Message, Producer
@@ -87,8 +88,13 @@ class PricesArrivals:
 class Probe:
     """The reference: a plain producer and a ``read_committed`` consumer on a topic of its own."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        """Create the topic (RF 3, min ISR 2) and start producing and following it."""
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, settings: dict[str, Any]
+    ) -> None:
+        """Create the topic (RF 3, min ISR 2) and start producing and following it;
+        ``settings`` are the producer's (the pipeline's own client settings: the same
+        timeouts and retries as its producers), to which ``acks=all`` and idempotence are
+        added."""
         admin = AdminClient({"bootstrap.servers": bootstrap})
         config = {"min.insync.replicas": "2"}
         admin.create_topics([NewTopic(topic, partitions, 3, config=config)])[topic].result(60)
@@ -98,6 +104,7 @@ class Probe:
         self._stop = threading.Event()
         self._producer = Producer(
             {
+                **settings,
                 "bootstrap.servers": bootstrap,
                 "acks": "all",
                 "enable.idempotence": True,

@@ -52,7 +52,7 @@ from _takeover_goals import KILL_P99_S
 from _takeover_rounds import pct
 from confluent_kafka.admin import AdminClient
 
-from pricing_ha.config import AppConfig
+from pricing_ha.config import AppConfig, load_app_config
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.broker_faults import (
@@ -85,7 +85,13 @@ class Cluster:
         c.create_topics()
         self.cluster = start_pipeline(procs, kafka.bootstrap, workdir, cluster=c)
         self.prices = PricesArrivals(kafka.bootstrap, c.topics["prices"], c.partitions)
-        self.probe = Probe(kafka.bootstrap, f"probe-{uuid.uuid4().hex[:8]}", c.partitions)
+        # The probe's producer has the pipeline's own client settings (its [broker] table):
+        # the reference is the cluster's recovery as these clients see it.
+        settings = load_app_config(c.config_path).broker.client_config()
+        self.probe_settings = {k: v for k, v in settings.items() if not callable(v)}
+        self.probe = Probe(
+            kafka.bootstrap, f"probe-{uuid.uuid4().hex[:8]}", c.partitions, self.probe_settings
+        )
         self.topics = [*c.topics.values(), self.probe.topic]
         self.faults = BrokerFaults(kafka, c.topics["prices"], c.members, Zones(), _no_note)
         self.feed = start_feed(c, instruments=INSTRUMENTS, rate_hz=HZ, duration_s=24 * 3600)
@@ -218,7 +224,13 @@ def run_fault(fault: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"  {fault}: a round failed: {error}", flush=True)
         finally:
             verdict = c.close()
-    return {"rounds": rounds, "error": error, "exactly_once": verdict, "workdir": str(workdir)}
+    return {
+        "rounds": rounds,
+        "error": error,
+        "exactly_once": verdict,
+        "probe_client_settings": {k: str(v) for k, v in c.probe_settings.items()},
+        "workdir": str(workdir),
+    }
 
 
 def _p99(rounds: list[dict[str, Any]], key: str) -> float | None:
@@ -315,7 +327,8 @@ def main() -> None:
             "sigstop_s": args.stop_s,
             "cut_s": args.cut_s,
             "demo_bound_s": bound_s,
-            "probe": "acks=all idempotent producer, 8 keys x 25/s, read_committed consumer",
+            "probe": "acks=all idempotent producer with the pipeline's client settings, 8 keys "
+            "x 25/s, read_committed consumer (settings: by_fault.*.probe_client_settings)",
             "code": code,
             "load_average_1m_at_start": load_at_start,
             "foreign_processes_at_start": foreign_processes(),
