@@ -212,7 +212,16 @@ def run_fault(fault: str, args: argparse.Namespace) -> dict[str, Any]:
         LocalKafka(nodes=3, workdir=workdir / "kafka") as kafka,
         ProcessGroup(workdir / "logs") as procs,
     ):
-        c = Cluster(kafka, procs, workdir)
+        try:
+            c = Cluster(kafka, procs, workdir)
+        except (AssertionError, LocalKafkaError) as exc:  # the other faults' clusters still run
+            print(f"  {fault}: the cluster did not start: {exc}", flush=True)
+            return {
+                "rounds": [],
+                "error": f"setting up: {type(exc).__name__}: {str(exc)[:300]}",
+                "exactly_once": {"ok": False, "missing": 0, "duplicates": 0, "out_of_order": 0},
+                "workdir": str(workdir),
+            }
         error = None
         try:
             for n in range(1, args.rounds + 1):
