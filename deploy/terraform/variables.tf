@@ -234,12 +234,12 @@ variable "stop_timeout_seconds" {
 }
 
 variable "timing" {
-  description = "NELI timing (docs/architecture.md, timing). The MSK configuration sets group.min.session.timeout.ms=1000 for the relay (a bring-your-own cluster must allow its relay_session_timeout_ms). Publishers are non-exclusive (threshold > session); the relay exclusive (threshold + clock skew < session), fenced by the broker (transactions)."
+  description = "NELI timing (docs/architecture.md, timing). Both sessions default to 6 s, MSK's default group.min.session.timeout.ms, so no broker setting is lowered; a relay crash is taken over by the relay's detector (takeover_after_ms), not by its group. Publishers are non-exclusive (threshold > session); the relay exclusive (threshold + clock skew < session), fenced by the broker (transactions)."
   type = object({
     publisher_session_timeout_ms = optional(number, 6000)
     publisher_threshold_ms       = optional(number, 9000)
     publisher_pulse_interval_ms  = optional(number, 500)
-    relay_session_timeout_ms     = optional(number, 1000)
+    relay_session_timeout_ms     = optional(number, 6000)
     relay_threshold_ms           = optional(number, 600)
     relay_clock_skew_ms          = optional(number, 200)
     relay_pulse_interval_ms      = optional(number, 150)

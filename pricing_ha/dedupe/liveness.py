@@ -38,6 +38,8 @@ __all__ = ["Liveness", "LivenessReader"]
 log = logging.getLogger("pricing_ha.relay")
 
 _NEVER = float("-inf")
+_RETRY_FIRST_S = 0.5  # a failed reader session is started again after this, doubling
+_RETRY_MAX_S = 5.0
 
 
 class Liveness:
@@ -136,7 +138,9 @@ class LivenessReader:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-liveness", daemon=True)
         self.rejected = 0
-        self.error: BaseException | None = None
+        #: The failure of the current session, until a new session follows the topic again.
+        self.error: Exception | None = None
+        self.restarts = 0
 
     def start(self) -> None:
         """Start following the topic from its end."""
@@ -148,23 +152,49 @@ class LivenessReader:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def problem(self) -> str | None:
+        """Why the reader is not following the topic now, or ``None`` (a readiness detail:
+        while it is down the detector suspects nobody, so crashes wait for the group)."""
+        error = self.error
+        if error is None:
+            return None
+        return f"the liveness reader of {self._topic} is down ({self.restarts} restarts): {error}"
+
     def _run(self) -> None:
-        consumer = None
+        backoff = _RETRY_FIRST_S
+        while not self._stop.is_set():
+            try:
+                self._follow()
+            except Exception as exc:  # noqa: BLE001 - whatever ends a session, start another
+                self.error = exc
+                self.restarts += 1
+                log.warning(
+                    "the relay's liveness reader of %s failed (restarting in %.1f s): %s",
+                    self._topic,
+                    backoff,
+                    exc,
+                )
+            else:
+                return
+            self._stop.wait(backoff)
+            backoff = min(2 * backoff, _RETRY_MAX_S)
+
+    def _follow(self) -> None:
+        """One session: a consumer from the topic's end until :meth:`close` (or a failure)."""
+        consumer = self._make(self._settings)
         try:
-            consumer = self._make(self._settings)
             meta = consumer.list_topics(self._topic, 10)
             count = len(meta.topics[self._topic].partitions)
+            if count == 0:
+                raise RuntimeError(f"the broker lists no partitions of {self._topic}")
             consumer.assign([TopicPartition(self._topic, p, OFFSET_END) for p in range(count)])
+            self.error = None
             while not self._stop.is_set():
                 for msg in consumer.consume(100, 0.05):
                     if msg.error() is None:
                         self._observe(msg.value(), count)
-        except BaseException as exc:
-            self.error = exc
-            log.exception("the relay's liveness reader of %s failed", self._topic)
         finally:
-            if consumer is not None:
-                consumer.close()
+            consumer.close()
 
     def _observe(self, value: bytes | None, partitions: int) -> None:
         now = time.monotonic()

@@ -439,8 +439,12 @@ class RelayWorker(PartitionWorker):
         return None if self.standby.error is not None else self.standby.problem()
 
     def standby_problem(self) -> str | None:
-        """Why the standby is not ready, or ``None`` (readiness)."""
-        return self.standby.problem()
+        """Why the standby is not ready, or ``None`` (readiness): its tail behind, or the
+        liveness reader the detector needs down."""
+        problem = self.standby.problem()
+        if problem is None and self._liveness is not None:
+            problem = self._liveness.problem()
+        return problem
 
     def output_problem(self) -> str | None:
         """Why output to ``prices`` cannot be delivered now, or ``None`` (readiness)."""

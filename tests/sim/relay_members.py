@@ -54,6 +54,10 @@ class SimLivenessReader:
     def close(self) -> None:
         """Nothing to close."""
 
+    def problem(self) -> str | None:
+        """Never down: the simulated world delivers every heartbeat."""
+        return None
+
 
 @dataclass
 class Down:

@@ -59,9 +59,9 @@ resource "aws_msk_configuration" "this" {
   # auto.create.topics.enable=false: every topic must have the same partition count M, so only
   # `pricing-ha topics create` makes them. unclean.leader.election=false: never lose acknowledged
   # prices to a stale replica. RackAwareReplicaSelector: clients with client.rack = their AZ ID
-  # read from the replica in their own AZ. group.min.session.timeout.ms=1000: the relay's
-  # group runs at a 1 s session (a relay crash costs that plus a rebalance on `prices`); the
-  # publishing groups choose 6 s themselves. min.insync.replicas=2: an acknowledged write
+  # read from the replica in their own AZ. MSK's default group.min.session.timeout.ms (6 s) is
+  # kept: both publishing groups and the relay run at a 6 s session, and a relay crash is taken
+  # over by the relay's own detector, not by the group. min.insync.replicas=2: an acknowledged write
   # (acks=all) is on two replicas; with two replicas in each AZ (RF 4) one AZ can be lost and
   # every topic, the transaction and offset logs included, stays writable.
   server_properties = <<-PROPERTIES
@@ -73,7 +73,6 @@ resource "aws_msk_configuration" "this" {
     transaction.state.log.min.isr=2
     unclean.leader.election.enable=false
     replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
-    group.min.session.timeout.ms=1000
   PROPERTIES
 
   lifecycle {
