@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 from neli import Heartbeat, Mode, Variant
 
 if TYPE_CHECKING:
-    from tests.sim.coordinator import Message
+    from tests.sim.group_coordinator import Message
     from tests.sim.groupsim import Simulation
 
 WALL_EPOCH = 1_700_000_000.0

@@ -29,7 +29,7 @@ schedule replays exactly. See ``tests/sim/__init__.py`` for the invariants and a
 
 The parts live in their own modules: the scenario and the fault events in
 :mod:`tests.sim.group_schedule`, a member process (its clocks and the runtime's loops) in
-:mod:`tests.sim.group_member`, the group coordinator in :mod:`tests.sim.coordinator`.
+:mod:`tests.sim.group_member`, the group coordinator in :mod:`tests.sim.group_coordinator`.
 This module holds the world they share (true time, the NELI topic, the faults) and the
 invariant checks, and runs, shrinks and reports schedules.
 """
@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 
 from neli import Mode, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
-from tests.sim.coordinator import Coordinator, Message
+from tests.sim.group_coordinator import Coordinator, Message
 from tests.sim.group_member import MemberProcess, Record
 from tests.sim.group_schedule import FAULTS, Event, Scenario
 
