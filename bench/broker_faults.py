@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +72,8 @@ INSTRUMENTS = 100
 HZ = 10.0
 MARGIN_S = 0.5  # the goal: silence <= the probe's + 0.5 s at p99
 LAG_MS = 30_000  # Apache Kafka's replica.lag.time.max.ms (not overridden by LocalKafka)
+#: The exactly-once verdict of a cluster that could not be judged (never "ok").
+_UNJUDGED: dict[str, Any] = {"ok": False, "missing": 0, "duplicates": 0, "out_of_order": 0}
 RESTART_TIMEOUT_S = 180.0  # a restarted node's first complete metadata answer (slow when busy)
 
 
@@ -117,8 +120,15 @@ class Cluster:
     def close(self) -> dict[str, Any]:
         """Stop the feed, judge ``prices`` against it, stop the readers and the probe."""
         self.feed.terminate()
-        self.feed.wait(60)
-        verdict = exactly_once(self.cluster, wait_s=60)
+        try:
+            self.feed.wait(60)
+        except subprocess.TimeoutExpired:
+            self.feed.kill()  # no summary then: the verdict below says the feed's file is missing
+            self.feed.wait(10)
+        try:
+            verdict = exactly_once(self.cluster, wait_s=60)
+        except (OSError, ValueError) as exc:  # no feed summary: nothing to judge against
+            verdict = {**_UNJUDGED, "error": f"not judged: {exc}"}
         self.prices.close()
         self.probe.close()
         verdict["probe_delivery_failures"] = self.probe.failed
@@ -219,7 +229,7 @@ def run_fault(fault: str, args: argparse.Namespace) -> dict[str, Any]:
             return {
                 "rounds": [],
                 "error": f"setting up: {type(exc).__name__}: {str(exc)[:300]}",
-                "exactly_once": {"ok": False, "missing": 0, "duplicates": 0, "out_of_order": 0},
+                "exactly_once": dict(_UNJUDGED),
                 "workdir": str(workdir),
             }
         error = None
