@@ -241,7 +241,14 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
     if options.bootstrap and options.nodes != 1:
         raise ValueError("a three-node demo starts its own brokers: it takes no bootstrap")
     broker = (
-        None if options.bootstrap else LocalKafka(nodes=options.nodes, workdir=workdir / "kafka")
+        None
+        if options.bootstrap
+        # Three JVMs starting at once on a busy machine can take minutes to form a quorum.
+        else LocalKafka(
+            nodes=options.nodes,
+            workdir=workdir / "kafka",
+            startup_timeout_s=60.0 if options.nodes == 1 else 180.0,
+        )
     )
     try:
         if broker is not None:
