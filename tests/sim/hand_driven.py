@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.sim.relay_schedule import Checker, apply_step, build
+from tests.sim.relay_checker import Checker
+from tests.sim.relay_schedule import apply_step, build
 from tests.sim.relay_steps import raw_prices
 
 #: The relay timing these step-by-step scenarios were written for: their clock advances and

@@ -12,8 +12,9 @@ import random
 from typing import Any
 
 from tests.sim.hand_driven import relay_for
+from tests.sim.relay_checker import Checker
 from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import Checker, apply_step, build, drain, report, run
+from tests.sim.relay_schedule import apply_step, build, drain, report, run
 from tests.sim.relay_steps import Step, raw_prices
 
 

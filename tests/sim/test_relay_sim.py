@@ -61,14 +61,9 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.liveness import Liveness
 from pricing_ha.dedupe.standby import StandbyTail
+from tests.sim.relay_checker import Outcome
 from tests.sim.relay_clock import real_clocks, simulated_time
-from tests.sim.relay_schedule import (
-    Outcome,
-    build,
-    report,
-    run,
-    shrink,
-)
+from tests.sim.relay_schedule import build, report, run, shrink
 from tests.sim.relay_steps import random_steps
 
 SCHEDULES = int(os.environ.get("RELAY_SIM_SCHEDULES", "300"))

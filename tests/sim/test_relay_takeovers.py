@@ -16,12 +16,9 @@ from typing import Any
 import pytest
 
 from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
+from tests.sim.relay_checker import Checker
 from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import (
-    Checker,
-    _turn,
-    apply_step,
-)
+from tests.sim.relay_schedule import _turn, apply_step
 
 
 def test_a_crash_takeover_fences_once_its_probe_goes_unanswered() -> None:

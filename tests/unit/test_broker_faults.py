@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -13,6 +12,7 @@ from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker_faults import (
     busiest_leader,
     coordinator_of,
+    offsets_partition,
     partition_leaders,
     under_replicated,
     wait_full_isr,
@@ -23,22 +23,13 @@ from pricing_ha.local.broker_faults import (
 class _Partition:
     leader: int
     isrs: list[int]
+    id: int = 0
 
 
 @dataclass
 class _Topic:
     partitions: dict[int, _Partition]
     error: object = None
-
-
-@dataclass
-class _Node:
-    id: int
-
-
-@dataclass
-class _Group:
-    coordinator: _Node
 
 
 @dataclass
@@ -49,20 +40,13 @@ class _Meta:
 @dataclass
 class _FakeAdmin:
     topics: dict[str, _Topic] = field(default_factory=dict)
-    coordinators: dict[str, int] = field(default_factory=dict)
     calls: int = 0
 
-    def list_topics(self, topic: str, timeout: float) -> _Meta:
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> _Meta:
         self.calls += 1
+        if topic is None:
+            return _Meta(dict(self.topics))
         return _Meta({topic: self.topics[topic]} if topic in self.topics else {})
-
-    def describe_consumer_groups(self, groups: list[str], **_: Any) -> dict[str, Future[_Group]]:
-        out: dict[str, Future[_Group]] = {}
-        for g in groups:
-            f: Future[_Group] = Future()
-            f.set_result(_Group(_Node(self.coordinators[g])))
-            out[g] = f
-        return out
 
 
 def _admin(fake: _FakeAdmin) -> AdminClient:
@@ -92,11 +76,17 @@ def test_busiest_leader_refuses_a_topic_with_no_leader_or_unknown() -> None:
 
 
 def test_coordinator_of_names_the_node_coordinating_most_groups() -> None:
-    """Two of three groups on node 2: node 2 and those two groups; a tie goes to the first
-    group's coordinator."""
-    fake = _FakeAdmin(coordinators={"p1": 1, "p2": 2, "p1.q": 2, "x": 3})
+    """Two of three groups on one node: that node and those two groups; a tie goes to the
+    first group's coordinator (coordinators: the leaders of the groups' offsets partitions)."""
+    groups = ["p1", "p2", "p1.q", "y"]
+    slots = {g: offsets_partition(g, 6) for g in groups}
+    leader_of = {slots["p1"]: 1, slots["p2"]: 2, slots["p1.q"]: 2, slots["y"]: 3}
+    if len(leader_of) < 4:
+        pytest.skip(f"two of these names share an offsets partition: {slots}")
+    offsets = {p: _Partition(leader_of.get(p, 1), [1, 2, 3], id=p) for p in range(6)}
+    fake = _FakeAdmin({"__consumer_offsets": _Topic(offsets)})
     assert coordinator_of(_admin(fake), ["p1", "p2", "p1.q"]) == (2, ["p2", "p1.q"])
-    assert coordinator_of(_admin(fake), ["x", "p1"]) == (3, ["x"])
+    assert coordinator_of(_admin(fake), ["y", "p1"]) == (3, ["y"])
 
 
 def test_under_replicated_lists_partitions_short_of_replicas_or_leader() -> None:
@@ -112,7 +102,7 @@ def test_wait_full_isr_returns_once_whole_and_raises_naming_what_is_short() -> N
     fake = _FakeAdmin({"t": _topic(1, 2, isr=2)})
     original = fake.list_topics
 
-    def heal_on_third_call(topic: str, timeout: float) -> _Meta:
+    def heal_on_third_call(topic: str | None = None, timeout: float = 0) -> _Meta:
         if fake.calls >= 2:
             fake.topics["t"] = _topic(1, 2, isr=3)
         return original(topic, timeout)
@@ -121,5 +111,5 @@ def test_wait_full_isr_returns_once_whole_and_raises_naming_what_is_short() -> N
     assert wait_full_isr(_admin(fake), ["t"], timeout_s=10) >= 0
     assert fake.calls == 3
     stuck = _FakeAdmin({"t": _topic(1, 2, isr=2)})
-    with pytest.raises(LocalKafkaError, match=r"t\[0\], t\[1\]"):
+    with pytest.raises(LocalKafkaError, match=r"ISR not back to 3 .*: t\[0\], t\[1\]"):
         wait_full_isr(_admin(stuck), ["t"], timeout_s=0.3)
