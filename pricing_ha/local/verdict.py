@@ -28,7 +28,8 @@ for comparison, on ``prices.raw`` (the first copy of each seq, stamped by its pu
 **Causes.** Each breach is matched against the run's fault timeline (:class:`Fault`): the
 latest fault that was active when the silence began, or had happened within ``horizon_s``
 before it (a relay fail-over takes S + a rebalance + T to heal), or happened before the next
-price was due. Callers may add what the traces say (:attr:`Silence.trace_note`).
+price was due. A fault that struck while the silence lasted is named beside that cause. Callers
+may add what the traces say (:attr:`Silence.trace_note`).
 """
 
 from __future__ import annotations
@@ -380,6 +381,11 @@ def attribute(
             others = [f.describe() for f in candidates if f is not main and f.active_at(s.start_s)]
             if others:
                 cause += f"; also active: {', '.join(others)}"
+        # A fault that strikes while a silence lasts may be what prolongs it (a broker lost
+        # while a group was already down): named beside the cause, never instead of it.
+        later = [f.describe() for f in faults if s.start_s + next_due_s < f.at_s < s.end_s]
+        if later:
+            cause += f"; struck during it: {', '.join(later)}"
         out.append(replace(s, cause=cause, fault=fault))
     return out
 
