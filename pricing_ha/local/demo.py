@@ -41,8 +41,9 @@ from pricing_ha.local.demo_report import (
     write_verdict,
 )
 from pricing_ha.local.demo_view import LiveView
+from pricing_ha.local.judging import judge
 from pricing_ha.local.procs import ProcessGroup
-from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict, judge
+from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict
 from pricing_ha.publishing.publisher import neli_group_id
 
 _CLEAR = "\x1b[H\x1b[2J"

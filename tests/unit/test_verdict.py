@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from pricing_ha.cli import app
 from pricing_ha.local.cluster import Record
-from pricing_ha.local.verdict import Fault, SilenceBound, State, judge
+from pricing_ha.local.judging import judge
+from pricing_ha.local.verdict import Fault, SilenceBound, State
 from pricing_ha.publishing.pricing import Price, encode_price
 
 T0 = 1_700_000_000.0  # the run's t=0, wall seconds
