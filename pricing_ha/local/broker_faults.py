@@ -1,11 +1,15 @@
 """Broker faults on a local three-node cluster: whom to hit, and when it has healed.
 
-The fault tests (tests/integration/test_broker_faults.py) and the demo pick their victim from
-what the cluster reports, not from a guess: the node leading most partitions of a topic
-(:func:`leader_counts`, :func:`busiest_leader`), the node coordinating a consumer group
-(:func:`coordinator`), and they wait for the cluster to be whole again (:func:`wait_full_isr`)
-before the next fault. :func:`wipe_data` deletes a stopped node's partition data, as a replaced
-disk would, keeping what a separate metadata disk would keep.
+The fault tests (tests/integration/test_broker_faults.py), the demo (``pricing-ha demo --nodes
+3``) and the broker-fault benchmark pick their victim from what the cluster reports now, not
+from a guess (leadership and coordination move with every fault): the node leading most
+partitions of a topic (:func:`leader_counts`, :func:`busiest_leader`, :func:`partition_leaders`),
+the node coordinating a consumer group (:func:`coordinator`) or most of several
+(:func:`coordinator_of`: the publishing groups' common-mode fault), and they wait for the
+cluster to be whole again (:func:`wait_full_isr`: every partition led, every replica in sync)
+before the next fault. :func:`rolling_restart` restarts every node in turn as a managed patch
+does; :func:`wipe_data` deletes a stopped node's partition data, as a replaced disk would,
+keeping what a separate metadata disk would keep.
 """
 
 from __future__ import annotations
@@ -14,22 +18,27 @@ import contextlib
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pricing_ha.errors import LocalKafkaError
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.kafka_node import KafkaNode
 
 __all__ = [
     "busiest_leader",
     "coordinator",
+    "coordinator_of",
     "isr_sizes",
     "leader_counts",
     "offsets_leaders",
     "offsets_partition",
+    "partition_leaders",
+    "rolling_restart",
+    "under_replicated",
     "wait_full_isr",
     "wipe_data",
 ]
@@ -41,9 +50,9 @@ _KEPT = frozenset({"meta.properties", "__cluster_metadata-0", "bootstrap.checkpo
 
 def leader_counts(admin: AdminClient, topic: str, timeout_s: float = 10.0) -> Counter[int]:
     """Node id -> how many partitions of ``topic`` it leads now (as metadata says)."""
-    meta = admin.list_topics(topic, timeout=timeout_s).topics[topic]
-    if meta.error is not None:
-        raise LocalKafkaError(f"no metadata for topic {topic}: {meta.error}")
+    meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if meta is None or meta.error is not None:
+        raise LocalKafkaError(f"no metadata for topic {topic}: {meta and meta.error}")
     return Counter(p.leader for p in meta.partitions.values() if p.leader >= 0)
 
 
@@ -53,6 +62,18 @@ def busiest_leader(admin: AdminClient, topic: str) -> int:
     if not counts:
         raise LocalKafkaError(f"no partition of {topic} has a leader")
     return min(counts, key=lambda node: (-counts[node], node))
+
+
+def partition_leaders(admin: AdminClient, topic: str, timeout_s: float = 5.0) -> dict[int, int]:
+    """Partition -> the node id leading it now (partitions with no leader are left out).
+
+    Raises:
+        LocalKafkaError: the topic is unknown to the cluster.
+    """
+    meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if meta is None or meta.error is not None:
+        raise LocalKafkaError(f"topic {topic!r} is not known to the cluster")
+    return {p: m.leader for p, m in meta.partitions.items() if m.leader >= 0}
 
 
 def coordinator(admin: AdminClient, group: str, timeout_s: float = 60.0) -> int:
@@ -65,6 +86,25 @@ def coordinator(admin: AdminClient, group: str, timeout_s: float = 60.0) -> int:
     """
     leaders = offsets_leaders(admin, timeout_s)
     return leaders[offsets_partition(group, len(leaders))]
+
+
+def coordinator_of(
+    admin: AdminClient, groups: Iterable[str], timeout_s: float = 60.0
+) -> tuple[int, list[str]]:
+    """The node coordinating the most of ``groups`` (ties: the first group's), and those groups.
+
+    Raises:
+        LocalKafkaError: as :func:`offsets_leaders`; or ``groups`` is empty.
+    """
+    names = list(groups)
+    if not names:
+        raise LocalKafkaError("no group to find a coordinator of")
+    leaders = offsets_leaders(admin, timeout_s)
+    by_group = {g: leaders[offsets_partition(g, len(leaders))] for g in names}
+    counts = Counter(by_group.values())
+    first = by_group[names[0]]
+    node = max(counts, key=lambda n: (counts[n], n == first))
+    return node, [g for g, n in by_group.items() if n == node]
 
 
 def offsets_leaders(admin: AdminClient, timeout_s: float = 60.0) -> dict[int, int]:
@@ -130,10 +170,29 @@ def isr_sizes(admin: AdminClient, topics: list[str], timeout_s: float = 10.0) ->
     return out
 
 
+def under_replicated(
+    admin: AdminClient, topics: Iterable[str], replicas: int, timeout_s: float = 5.0
+) -> list[str]:
+    """``topic[partition]`` of each partition with no leader or fewer than ``replicas`` in
+    sync (an unknown topic counts as one entry)."""
+    out = []
+    for topic in topics:
+        meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            out.append(topic)
+            continue
+        out += [
+            f"{topic}[{p}]"
+            for p, m in sorted(meta.partitions.items())
+            if m.leader < 0 or len(m.isrs) < replicas
+        ]
+    return out
+
+
 def wait_full_isr(
-    admin: AdminClient, topics: list[str], replicas: int, timeout_s: float = 90.0
+    admin: AdminClient, topics: Iterable[str], replicas: int = 3, timeout_s: float = 90.0
 ) -> float:
-    """Wait until every partition of ``topics`` has ``replicas`` in-sync replicas.
+    """Wait until every partition of ``topics`` has a leader and ``replicas`` in sync.
 
     Returns:
         The seconds it took.
@@ -141,17 +200,45 @@ def wait_full_isr(
     Raises:
         LocalKafkaError: not within ``timeout_s``; the message names the partitions short.
     """
+    names = list(topics)
     began = time.monotonic()
-    short: dict[str, int] = {}
+    short: list[str] = names
     while time.monotonic() - began < timeout_s:
         try:
-            short = {tp: n for tp, n in isr_sizes(admin, topics).items() if n < replicas}
-        except (KafkaException, LocalKafkaError) as exc:
-            short = {f"(metadata: {exc})": 0}
+            short = under_replicated(admin, names, replicas)
+        except KafkaException as exc:
+            short = [f"(metadata: {exc})"]
         if not short:
             return time.monotonic() - began
         time.sleep(0.2)
-    raise LocalKafkaError(f"ISR not back to {replicas} within {timeout_s:.0f} s: {short}")
+    raise LocalKafkaError(
+        f"ISR not back to {replicas} within {timeout_s:.0f} s: {', '.join(short[:8])}"
+    )
+
+
+def rolling_restart(
+    kafka: LocalKafka,
+    admin: AdminClient,
+    topics: Iterable[str],
+    *,
+    stop_timeout_s: float = 60.0,
+    isr_timeout_s: float = 120.0,
+    on_step: Callable[[str], None] = lambda _text: None,
+) -> None:
+    """Restart every node in turn as a managed patch does: a controlled shutdown (SIGTERM,
+    leadership moved off first), start again, wait for the full ISR of ``topics``, next.
+
+    ``on_step`` is told of each step (``stopping broker 1``...) as it begins.
+    """
+    names = list(topics)
+    replicas = len(kafka.nodes)
+    for node in kafka.nodes:
+        on_step(f"stopping broker {node.node_id} (controlled shutdown)")
+        node.stop(stop_timeout_s)
+        on_step(f"starting broker {node.node_id}")
+        kafka.restart_node(node.node_id, timeout_s=isr_timeout_s)
+        wait_full_isr(admin, names, replicas, timeout_s=isr_timeout_s)
+        on_step(f"broker {node.node_id} back, every partition fully in sync")
 
 
 def wipe_data(node: KafkaNode) -> list[str]:
