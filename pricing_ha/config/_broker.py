@@ -26,10 +26,14 @@ _RELAY_TXN_TIMEOUT_MS = 10_000
 #: (docs/deploy.md#client-settings-for-broker-faults); ``[broker.librdkafka]`` overrides each.
 RECOVERY_DEFAULTS: dict[str, str | int | bool] = {
     # librdkafka refreshes metadata at once on a leader error or a lost connection; the
-    # periodic refresh only catches what no error reports (a leader moved back by preferred
-    # leader election). 300 s by default.
-    "topic.metadata.refresh.interval.ms": 10_000,
-    "metadata.max.age.ms": 30_000,  # 3x the refresh (900 s by default)
+    # periodic refresh catches what no error reports: a leader moved back by preferred leader
+    # election, and a leader blackholed with its AZ (no error until socket.timeout.ms). In the
+    # AZ rehearsal (AZ a and broker 1 cut for 20 s, docs/measurements.md) a partition led by
+    # broker 1 was silent 29 s with the defaults (until after the heal) and 4.6-5.0 s with a
+    # 1 s refresh (the broker session timeout, the election, the refresh). 300 s by default;
+    # the cost is one metadata request per client per second.
+    "topic.metadata.refresh.interval.ms": 1_000,
+    "metadata.max.age.ms": 3_000,  # 3x the refresh (900 s by default)
     # A broker or AZ blackholed (no RST, no FIN): give up a connection attempt after 5 s, not
     # 30 s, and an unanswered request after 10 s, not 60 s, so that requests queued for a
     # frozen leader are retried on the new one soon after the controller has moved it.
@@ -205,7 +209,8 @@ class BrokerConfig:
         """Builds a confluent-kafka configuration dict.
 
         Args:
-            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
+            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms);
+                they come on top of :data:`RECOVERY_DEFAULTS`.
             required: settings the application depends on (e.g. acks); they win.
 
         Returns:
