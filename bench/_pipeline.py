@@ -21,9 +21,10 @@ from _common import TopicTail, wait_until
 from confluent_kafka import Message
 
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.local.judging import judge
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.seqs import value_epoch
-from pricing_ha.local.verdict import Verdict, judge
+from pricing_ha.local.verdict import Verdict
 
 MEMBER_NAMES = "abcd"
 

@@ -12,7 +12,7 @@ Throughput (records on ``prices`` are counted by consuming it; broker watermarks
 * unpaced: ``--rate 0 --count N``; the feed outruns the pipeline, which then drains the backlog.
   Figures: the rate at which ``prices`` grew from 10 % to 90 % of N (and ``prices.raw`` from
   10 % to 90 % of 2N, both groups' copies), the rate after the feed had exited, and an
-  exactly-once check of all N (:func:`pricing_ha.local.verdict.judge`);
+  exactly-once check of all N (:func:`pricing_ha.local.judging.judge`);
 * paced ladder: one fresh pipeline per total rate R (fractions of the unpaced rate), the feed
   sending R * ``--step-s`` quotes; figures: the rates at which ``md.quotes`` and ``prices`` grew
   from 3 s after the feed started to the feed's exit (steady), how far behind ``prices`` was

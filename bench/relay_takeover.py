@@ -93,7 +93,7 @@ hide. **Beyond input** is, per event, the most any partition's silence on ``pric
 its input silence: what the relay added.
 
 Exactly once: at the end of each cluster the feed stops and ``prices``, read
-``read_committed``, is judged against the feed (:func:`pricing_ha.local.verdict.judge`:
+``read_committed``, is judged against the feed (:func:`pricing_ha.local.judging.judge`:
 duplicates, reorderings, seqs missing) and counted from the topic alone
 (:func:`_pipeline.seq_defects`: duplicates, reorderings, gaps); every cluster must be clean.
 

@@ -14,6 +14,7 @@ __all__ = ["broker_command"]
 
 @app.command("broker")
 def broker_command(
+    *,
     nodes: Annotated[
         int,
         typer.Option(
@@ -34,8 +35,37 @@ def broker_command(
     ] = "127.0.0.1",
     port: Annotated[
         int | None,
-        typer.Option(help="Client port of node 1 (node N: PORT+N-1); free ports if omitted."),
+        typer.Option(
+            help="Client port of node 1 (node N: PORT+N-1); free ports if omitted. With"
+            " --hosts: every node's client port, PORT+1 its controller's."
+        ),
     ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated address of each node (nodes on different hosts or network"
+            " namespaces): node N's client and controller listeners bind to the Nth."
+        ),
+    ] = None,
+    node_id: Annotated[
+        int | None,
+        typer.Option(
+            help="Run only this node of the --nodes cluster (needs --hosts, --port and"
+            " --cluster-id; run the others the same way, each on its own host)."
+        ),
+    ] = None,
+    cluster_id: Annotated[
+        str | None,
+        typer.Option(help="KRaft cluster id to format with (the same for every --node-id)."),
+    ] = None,
+    startup_timeout: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds to wait for the cluster to answer (a --node-id node waits for a"
+            " quorum, hence for the other nodes to start too).",
+        ),
+    ] = 60.0,
     secured: Annotated[
         bool,
         typer.Option(
@@ -44,7 +74,10 @@ def broker_command(
         ),
     ] = False,
 ) -> None:
-    """Run Apache Kafka (KRaft) on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
+    """Run Apache Kafka (KRaft) on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM.
+
+    With --node-id, run one node of a cluster spread over hosts (scripts/az-rehearsal).
+    """
     from pricing_ha.errors import LocalKafkaError
     from pricing_ha.local.broker import run_foreground
 
@@ -59,6 +92,10 @@ def broker_command(
             host=host,
             port=port,
             secured=secured,
+            hosts=hosts.split(",") if hosts else None,
+            node_id=node_id,
+            cluster_id=cluster_id,
+            startup_timeout_s=startup_timeout,
         )
     except LocalKafkaError as exc:
         typer.echo(str(exc), err=True)
@@ -73,7 +110,7 @@ def _ready_message(kafka: object) -> str:
     bootstrap = kafka.bootstrap
     nodes = "\n".join(
         f"  node {n.node_id} (rack {n.rack}): {n.bootstrap}, pid {n.pid}, {n.dir}"
-        for n in kafka.nodes
+        for n in kafka.local_nodes
     )
     return (
         f"Apache Kafka ready in {kafka.startup_s:.1f} s: {bootstrap}\n{nodes}\n"

@@ -19,6 +19,14 @@ def demo_command(
     bootstrap: Annotated[
         str | None, typer.Option(help="Use this broker instead of starting a local Apache Kafka.")
     ] = None,
+    nodes: Annotated[
+        int,
+        typer.Option(
+            help="Nodes of the local Apache Kafka: 1, or 3 (racks a/b/c, topics at replication "
+            "factor 3 and min.insync.replicas 2; adds a broker SIGKILL and the loss of AZ a - "
+            "broker 1 with P1 and the AZ's relay - to the faults).",
+        ),
+    ] = 1,
     duration: Annotated[float, typer.Option(min=10, help="Seconds of market data.")] = 45.0,
     instruments: Annotated[int, typer.Option(min=1, help="Instruments in the feed.")] = 20,
     rate: Annotated[float, typer.Option(min=0.5, help="Quotes/s per instrument.")] = 10.0,
@@ -57,8 +65,16 @@ def demo_command(
     """
     from pricing_ha.local.demo import DemoOptions, run_demo
 
+    if nodes not in (1, 3):
+        raise typer.BadParameter("1 or 3", param_hint="--nodes")
+    if nodes != 1 and bootstrap is not None:
+        raise typer.BadParameter(
+            "a three-node demo kills and freezes brokers of its own: drop --bootstrap",
+            param_hint="--nodes",
+        )
     options = DemoOptions(
         bootstrap=bootstrap,
+        nodes=nodes,
         duration_s=duration,
         instruments=instruments,
         rate_hz=rate,

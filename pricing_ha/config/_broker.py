@@ -17,7 +17,34 @@ from typing import Any
 from pricing_ha.config import _msk_iam, _scram
 from pricing_ha.config._sections import check, check_ms
 
-__all__ = ["BrokerConfig"]
+__all__ = ["RECOVERY_DEFAULTS", "BrokerConfig"]
+
+# The relay's transaction.timeout.ms unless [broker.librdkafka] sets it (dedupe.output_producers).
+_RELAY_TXN_TIMEOUT_MS = 10_000
+
+#: librdkafka settings of every client, for fast recovery after a broker is lost
+#: (docs/deploy.md#client-settings-for-broker-faults); ``[broker.librdkafka]`` overrides each.
+RECOVERY_DEFAULTS: dict[str, str | int | bool] = {
+    # librdkafka refreshes metadata at once on a leader error or a lost connection; the
+    # periodic refresh catches what no error reports: a leader moved back by preferred leader
+    # election, and a leader blackholed with its AZ (no error until socket.timeout.ms). In the
+    # AZ rehearsal (AZ a and broker 1 cut for 20 s, docs/measurements.md) a partition led by
+    # broker 1 was silent 29 s with the defaults (until after the heal) and 4.6-5.0 s with a
+    # 1 s refresh (the broker session timeout, the election, the refresh). 300 s by default;
+    # the cost is one metadata request per client per second.
+    "topic.metadata.refresh.interval.ms": 1_000,
+    "metadata.max.age.ms": 3_000,  # 3x the refresh (900 s by default)
+    # A broker or AZ blackholed (no RST, no FIN): give up a connection attempt after 5 s, not
+    # 30 s, and an unanswered request after 10 s, not 60 s, so that requests queued for a
+    # frozen leader are retried on the new one soon after the controller has moved it.
+    "socket.connection.setup.timeout.ms": 5_000,
+    "socket.timeout.ms": 10_000,
+    # A restarted broker is reconnected to within 1 s (10 s by default, after a few refusals).
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1_000,
+    # Dead peers of idle connections are found by TCP keepalive (the OS's timers) too.
+    "socket.keepalive.enable": True,
+}
 
 _AUTH_MODES = frozenset({"passthrough", "msk_iam", "scram"})
 _SCRAM_FIELDS = ("sasl_username", "sasl_password_file", "ssl_ca_file")
@@ -62,7 +89,8 @@ class BrokerConfig:
             of the two with ``auth = "scram"``. Default unset.
         ssl_ca_file: the CA certificate (PEM) the brokers' certificates are checked against;
             ``auth = "scram"`` only. Default unset (the system's CAs).
-        librdkafka: extra librdkafka properties passed to every client (TLS, SASL...).
+        librdkafka: extra librdkafka properties passed to every client (TLS, SASL...); they
+            override :data:`RECOVERY_DEFAULTS` and each client's own defaults.
             Default empty. ``bootstrap.servers`` and ``group.protocol`` cannot be set here.
             Credentials here (``sasl.password``...) never appear in a ``repr``.
     """
@@ -93,6 +121,7 @@ class BrokerConfig:
             f"NELI needs the classic group protocol (KIP-848 '{protocol}' ignores client "
             "session timeouts)",
         )
+        self._check_socket_timeout()
         settings = dict(self.librdkafka)
         check(
             self.auth in _AUTH_MODES,
@@ -122,6 +151,26 @@ class BrokerConfig:
                 f'is only used with auth = "msk_iam" (auth is {self.auth!r})',
             )
         object.__setattr__(self, "librdkafka", types.MappingProxyType(settings))
+
+    def _check_socket_timeout(self) -> None:
+        """librdkafka refuses to create a transactional producer (the relay's) whose
+        ``socket.timeout.ms`` exceeds ``transaction.timeout.ms`` + 100, and the relay then
+        never emits: refuse that at load, naming both keys."""
+        raw_socket = self.librdkafka.get("socket.timeout.ms")
+        if raw_socket is None:
+            return
+        raw_txn = self.librdkafka.get("transaction.timeout.ms", _RELAY_TXN_TIMEOUT_MS)
+        try:
+            socket_ms, txn_ms = int(raw_socket), int(raw_txn)
+        except ValueError:
+            return  # librdkafka names the bad value itself
+        check(
+            socket_ms <= txn_ms + 100,
+            self,
+            "librdkafka.socket.timeout.ms",
+            f"{socket_ms} exceeds transaction.timeout.ms ({txn_ms}) + 100, which the relay's "
+            "transactional producers refuse; lower it or raise librdkafka.transaction.timeout.ms",
+        )
 
     def _msk_iam_settings(self, settings: dict[str, str]) -> dict[str, str]:
         """Validates ``auth = "msk_iam"`` and returns ``librdkafka`` with its TLS/SASL settings."""
@@ -160,17 +209,20 @@ class BrokerConfig:
         """Builds a confluent-kafka configuration dict.
 
         Args:
-            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms).
+            defaults: settings the user's ``librdkafka`` table may override (e.g. linger.ms);
+                they come on top of :data:`RECOVERY_DEFAULTS`.
             required: settings the application depends on (e.g. acks); they win.
 
         Returns:
-            ``bootstrap.servers`` plus defaults, pass-through settings and required settings,
+            ``bootstrap.servers`` plus :data:`RECOVERY_DEFAULTS`, defaults, pass-through
+            settings and required settings,
             plus the authentication callbacks (:meth:`callbacks`). Values are librdkafka
             scalars or, for ``oauth_cb``, a callable, which confluent-kafka accepts but its type
             hints (``dict[str, str | int | float | bool]``) do not describe; hence ``Any``.
         """
         return {
             "bootstrap.servers": self.bootstrap_servers,
+            **RECOVERY_DEFAULTS,
             **(defaults or {}),
             **self.librdkafka,
             **(required or {}),
@@ -192,8 +244,9 @@ class BrokerConfig:
         return {"oauth_cb": _msk_iam.MskIamTokenCallback(self.aws_region, _msk_iam.load_signer())}
 
     def neli_kafka(self) -> dict[str, Any]:
-        """``librdkafka`` plus :meth:`callbacks`: the ``kafka`` passthrough for NELI members."""
-        return {**self.librdkafka, **self.callbacks()}
+        """:data:`RECOVERY_DEFAULTS`, ``librdkafka`` and :meth:`callbacks`: the ``kafka``
+        passthrough for NELI members."""
+        return {**RECOVERY_DEFAULTS, **self.librdkafka, **self.callbacks()}
 
     def __repr__(self) -> str:
         """The fields, with every credential of ``librdkafka`` shown as ``"***"``."""

@@ -6,6 +6,11 @@ elsewhere). Each node has its own log directory under the work directory, so a n
 killed and started again comes back with its data, as a real broker does. The cluster is ready
 once every node answers a metadata request naming this cluster's id and all of its brokers.
 
+A three-node cluster may also be spread over hosts (network namespaces, for the AZ rehearsal of
+``scripts/az-rehearsal``): ``hosts`` gives each node its own address, and ``node_id`` makes a
+:class:`LocalKafka` run just that node, the other two being run by their own processes with the
+same ``hosts``, ``port`` and ``cluster_id``.
+
 Three nodes stand in racks ``a``, ``b`` and ``c`` with replication factor 3 and
 ``min.insync.replicas = 2`` for every topic (the internal ones included), so that one node, or the
 AZ it stands in, can be lost without losing a write. Settings favour fast local fail-over; what
@@ -29,7 +34,7 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -67,9 +72,17 @@ class LocalKafka:
         overrides: extra ``server.properties`` settings for every node.
         startup_timeout_s: how long :meth:`start` waits for the cluster to answer.
         host: the address clients connect to (``127.0.0.1``; inside a network namespace, an
-            address of that namespace). Controllers always listen on ``127.0.0.1``.
+            address of that namespace). Controllers listen on ``127.0.0.1``.
         port: the first node's client port (node N uses ``port + N - 1``); free ports if
-            ``None``.
+            ``None``. With ``hosts``, every node's client port, and ``port + 1`` its
+            controller's.
+        hosts: one distinct address per node (instead of ``host``): node N's client and
+            controller listeners bind to ``hosts[N-1]``, so the nodes may sit on different
+            hosts or network namespaces. Needs ``port``.
+        node_id: run only this node of the cluster (``hosts`` and ``cluster_id`` needed; the
+            others are started elsewhere with the same ``nodes``, ``hosts``, ``port`` and
+            ``cluster_id``); ``None`` runs every node.
+        cluster_id: the KRaft cluster id every node is formatted with; random if ``None``.
         secured: SASL/SCRAM-SHA-512 over TLS, ``StandardAuthorizer``, one user per role of
             the default configuration's role table (``feed``, ``p1``, ``p2``, ``relay``...,
             and ``admin``) and their ACLs for the default names (:meth:`grant` adds those of
@@ -88,15 +101,23 @@ class LocalKafka:
         overrides: dict[str, str] | None = None,
         startup_timeout_s: float = 60.0,
         secured: bool = False,
+        hosts: Sequence[str] | None = None,
+        node_id: int | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise LocalKafkaError(f"nodes must be 1 or 3, not {nodes}")
+        _check_spread(
+            nodes, hosts=hosts, port=port, node_id=node_id, cluster_id=cluster_id, secured=secured
+        )
         self._temporary = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-kafka-"))
         self._keep_workdir = keep_workdir
         self.overrides = dict(overrides or {})
         self._startup_timeout_s = startup_timeout_s
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = cluster_id or (
+            base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        )
         self.classpath = ""
         self.log4j_config = self.workdir / "log4j2.yaml"
         self.host = host
@@ -106,9 +127,18 @@ class LocalKafka:
         used: set[int] = set() if port is None else set(range(port, port + nodes))
         self.nodes: list[KafkaNode] = []
         for i in range(nodes):
-            client = _distinct_port(used) if port is None else port + i
-            ports = Ports(client, _distinct_port(used))
-            self.nodes.append(KafkaNode(self, i + 1, RACKS[i], ports))
+            if hosts is not None and port is not None:
+                node = KafkaNode(
+                    self, i + 1, RACKS[i], Ports(port, port + 1), host=hosts[i],
+                    controller_host=hosts[i],
+                )  # fmt: skip
+            else:
+                client = _distinct_port(used) if port is None else port + i
+                ports = Ports(client, _distinct_port(used))
+                node = KafkaNode(self, i + 1, RACKS[i], ports, host=host)
+            self.nodes.append(node)
+        #: The nodes this object runs: all of them, or node ``node_id`` alone.
+        self.local_nodes = [n for n in self.nodes if node_id in (None, n.node_id)]
         self._started = False
         self.startup_s: float | None = None
         """Seconds from spawning the nodes to the cluster's first complete answer."""
@@ -120,18 +150,18 @@ class LocalKafka:
 
     @property
     def pid(self) -> int:
-        """The first node's process id (the only one, for a single node)."""
-        return self.nodes[0].pid
+        """The first local node's process id (the only one, for a single node)."""
+        return self.local_nodes[0].pid
 
     @property
     def pids(self) -> list[int]:
-        """Every running node's process id."""
-        return [n.pid for n in self.nodes if n.running]
+        """Every running local node's process id."""
+        return [n.pid for n in self.local_nodes if n.running]
 
     @property
     def running(self) -> bool:
-        """Whether every node's process exists and has not exited (they may be paused)."""
-        return self._started and all(n.running for n in self.nodes)
+        """Whether every local node's process exists and has not exited (it may be paused)."""
+        return self._started and all(n.running for n in self.local_nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         """The node with this id (1-based, as in ``node.id``)."""
@@ -158,9 +188,9 @@ class LocalKafka:
         self._started = True
         atexit.register(self.stop)
         try:
-            for n in self.nodes:
+            for n in self.local_nodes:
                 n.format()
-            for n in self.nodes:
+            for n in self.local_nodes:
                 n.start()
             self.wait_ready(began + self._startup_timeout_s)
             if self.secured is not None:
@@ -177,18 +207,23 @@ class LocalKafka:
         self.wait_ready(time.monotonic() + timeout_s)
 
     def wait_ready(self, deadline: float) -> None:
-        """Poll until metadata names this cluster and every running node, or raise."""
+        """Poll until metadata names this cluster and every running local node, or raise.
+
+        A node run alone (``node_id``) answers once a quorum of the controllers has formed.
+        """
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        expected = {n.node_id for n in self.nodes if n.running}
+        local = [n for n in self.local_nodes if n.running]
+        expected = {n.node_id for n in local}
         admin: AdminClient | None = None
         while True:
-            for n in self.nodes:
-                if n.node_id in expected:
-                    n.check_alive()
-            if admin is None and any(_port_open(self.host, n.ports.broker) for n in self.nodes):
-                admin = AdminClient({**self.client_settings(ADMIN), "log_level": 0})
+            for n in local:
+                n.check_alive()
+            if admin is None and any(_port_open(n.host, n.ports.broker) for n in local):
+                settings = self.client_settings(ADMIN)
+                settings["bootstrap.servers"] = ",".join(n.bootstrap for n in local)
+                admin = AdminClient({**settings, "log_level": 0})
             if admin is not None:
                 # confluent-kafka's stubs infer cluster_id as None; it is a str.
                 cluster_id: str | None = None
@@ -201,8 +236,7 @@ class LocalKafka:
                 if cluster_id == self.cluster_id and expected <= brokers:
                     return
             if time.monotonic() > deadline:
-                first = next(n for n in self.nodes if n.node_id in expected)
-                raise first.error("did not answer a complete metadata request in time")
+                raise local[0].error("did not answer a complete metadata request in time")
             time.sleep(0.1)
 
     def client_settings(self, user: str = ADMIN) -> dict[str, Any]:
@@ -228,18 +262,18 @@ class LocalKafka:
         return create_acls(AdminClient({**self.client_settings(ADMIN), "log_level": 0}), cfg)
 
     def check_alive(self) -> None:
-        """Raise :class:`LocalKafkaError` if any node has exited."""
-        for n in self.nodes:
+        """Raise :class:`LocalKafkaError` if any local node has exited."""
+        for n in self.local_nodes:
             n.check_alive()
 
     def pause(self) -> None:
-        """Freeze every node (SIGSTOP): connections stay open but nothing is answered."""
-        for n in self.nodes:
+        """Freeze every local node (SIGSTOP): connections stay open but nothing is answered."""
+        for n in self.local_nodes:
             n.pause()
 
     def resume(self) -> None:
-        """Let every paused node continue (SIGCONT)."""
-        for n in self.nodes:
+        """Let every paused local node continue (SIGCONT)."""
+        for n in self.local_nodes:
             n.resume()
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -249,9 +283,9 @@ class LocalKafka:
         spends each shutdown moving partition leadership to the nodes still running.
         """
         atexit.unregister(self.stop)
-        for n in self.nodes:
+        for n in self.local_nodes:
             n.terminate()
-        for n in self.nodes:
+        for n in self.local_nodes:
             n.stop(timeout_s)
         if self._temporary and not self._keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -266,6 +300,35 @@ class LocalKafka:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _check_spread(
+    nodes: int,
+    *,
+    hosts: Sequence[str] | None,
+    port: int | None,
+    node_id: int | None,
+    cluster_id: str | None,
+    secured: bool,
+) -> None:
+    """Refuse ``hosts``/``node_id`` combinations whose nodes could not find each other."""
+    if hosts is not None:
+        if len(hosts) != nodes:
+            raise LocalKafkaError(f"hosts: one address per node ({nodes}), not {len(hosts)}")
+        if len(set(hosts)) != nodes:
+            raise LocalKafkaError(f"hosts must be distinct addresses, not {list(hosts)}")
+        if port is None:
+            raise LocalKafkaError("hosts needs a port (the same on every host)")
+    if node_id is None:
+        return
+    if hosts is None:
+        raise LocalKafkaError("node_id needs hosts: the other nodes must reach its controller")
+    if cluster_id is None:
+        raise LocalKafkaError("node_id needs the cluster_id that every node is formatted with")
+    if not 1 <= node_id <= nodes:
+        raise LocalKafkaError(f"node_id must be 1..{nodes}, not {node_id}")
+    if secured:
+        raise LocalKafkaError("secured is not supported with node_id (one CA per cluster)")
 
 
 def _distinct_port(used: set[int]) -> int:
@@ -289,6 +352,10 @@ def run_foreground(
     host: str = "127.0.0.1",
     port: int | None = None,
     secured: bool = False,
+    hosts: Sequence[str] | None = None,
+    node_id: int | None = None,
+    cluster_id: str | None = None,
+    startup_timeout_s: float = 60.0,
 ) -> None:
     """Run a local Kafka until SIGINT or SIGTERM arrives (the ``pricing-ha broker`` command).
 
@@ -298,6 +365,9 @@ def run_foreground(
         host: the client listeners' address.
         port: the first node's client port, or ``None`` for free ports.
         secured: SASL/SCRAM over TLS with the role table's ACLs (see :class:`LocalKafka`).
+        hosts: each node's address; node_id: run only that node; cluster_id: the cluster's
+            id (see :class:`LocalKafka`).
+        startup_timeout_s: how long to wait for the cluster to answer.
         announce: called once with the cluster when it is ready.
 
     Raises:
@@ -311,6 +381,10 @@ def run_foreground(
         host=host,
         port=port,
         secured=secured,
+        hosts=hosts,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        startup_timeout_s=startup_timeout_s,
     )
     with kafka:
         announce(kafka)

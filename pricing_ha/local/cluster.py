@@ -129,6 +129,8 @@ class PricingCluster:
     bootstrap: str
     workdir: Path
     partitions: int = 4
+    #: Replicas per partition of every topic (3 on a three-node cluster: min.insync.replicas 2).
+    replication_factor: int = 1
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     session_ms: int = SESSION_MS
     members: dict[str, Proc] = field(default_factory=dict)
@@ -153,7 +155,8 @@ class PricingCluster:
         }
         lines = ["[broker]", f'bootstrap_servers = "{self.bootstrap}"', "", "[topics]"]
         lines += [f'{role} = "{name}"' for role, name in self.topics.items()]
-        lines += [f"partitions = {self.partitions}", "", "[groups]"]
+        lines += [f"partitions = {self.partitions}"]
+        lines += [f"replication_factor = {self.replication_factor}", "", "[groups]"]
         lines += [
             f'publishing = ["{self.group("p1")}", "{self.group("p2")}"]',
             f'relay = "{self.group("relay")}"',

@@ -4,7 +4,10 @@ Starts (as separate OS processes, all stopped by PID at the end, also on Ctrl-C 
 local Apache Kafka (unless ``--bootstrap``), publishers P1 x2 ("AZ a") and P2 x2 ("AZ b"), relays
 x2, a verifying subscriber and the feed. While the feed runs it injects, on a schedule scaled to
 the duration: a P1 member SIGKILL, the loss of all of P2 and its restart, a SIGKILL of the
-active relay, and a SIGSTOP/SIGCONT of a publisher. At the end it stops every process (SIGTERM,
+active relay, and a SIGSTOP/SIGCONT of a publisher. With ``--nodes 3`` (a three-node cluster,
+topics at replication factor 3 and ``min.insync.replicas`` 2) it also kills the broker leading
+most of ``prices`` and restarts it, and loses AZ a, broker 1 with it, for a while
+(:mod:`pricing_ha.local.demo_faults`). At the end it stops every process (SIGTERM,
 then SIGKILL after a grace), writes its run record beside the span files and renders the
 traces, then compares the feed's own record of what it produced with what ``prices`` carries,
 per instrument: OK, DEGRADED (exactly once and in order, but a silence over the availability
@@ -28,10 +31,19 @@ import orjson
 from pricing_ha.dedupe.relay import relay_group_id
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record, wait_for
-from pricing_ha.local.demo_report import RunRecord, show_traces, trace_notes
+from pricing_ha.local.demo_faults import BrokerFaults, Zones
+from pricing_ha.local.demo_report import (
+    RunRecord,
+    broker_line,
+    pipeline_report,
+    report,
+    trace_notes,
+    write_verdict,
+)
 from pricing_ha.local.demo_view import LiveView
+from pricing_ha.local.judging import judge
 from pricing_ha.local.procs import ProcessGroup
-from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict, judge
+from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict
 from pricing_ha.publishing.publisher import neli_group_id
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -42,6 +54,8 @@ class DemoOptions:
     """What the demo runs."""
 
     bootstrap: str | None = None
+    #: Nodes of the local Apache Kafka (1, or 3: adds a broker SIGKILL and the AZ a outage).
+    nodes: int = 1
     duration_s: float = 45.0
     instruments: int = 20
     rate_hz: float = 10.0
@@ -81,8 +95,18 @@ class DemoResult:
         return self.state is State.OK
 
 
+#: A slot of the fault schedule: its label, its action, and (label, action) ending it if it lasts.
+_Slot = tuple[str, Callable[[], None], tuple[str, Callable[[], None]] | None]
+
+
 class _Run:
-    def __init__(self, cluster: PricingCluster, view: LiveView, out: Callable[[str], None]):
+    def __init__(
+        self,
+        cluster: PricingCluster,
+        view: LiveView,
+        out: Callable[[str], None],
+        kafka: LocalKafka | None = None,
+    ):
         self.cluster = cluster
         self.view = view
         self.out = out
@@ -91,6 +115,15 @@ class _Run:
         #: Faults and planned changes (every scheduled action), for the verdict's causes.
         self.faults: list[Fault] = []
         self._open: dict[str, int] = {}  # fault key -> index of a fault that lasts
+        self.zones = Zones()
+        self.killed_relay = "relay-r1"
+        self.hold_s = 0.0  # how long a lasting fault lasts (set by schedule())
+        # Broker and AZ faults need a broker of our own with three nodes to hit.
+        self.brokers = (
+            BrokerFaults(kafka, cluster.topics["prices"], cluster.members, self.zones, self.fault)
+            if kafka is not None and len(kafka.nodes) == 3
+            else None
+        )
 
     @property
     def now(self) -> float:
@@ -117,16 +150,19 @@ class _Run:
         self.record.ended(self.cluster.members[name], f"SIGKILL (fault) at t={self.now:.1f} s")
         self.fault(f"SIGKILL {name}")
 
-    def schedule(self, duration: float, s: float) -> list[tuple[float, str, Callable[[], None]]]:
+    def slots(self) -> list[_Slot]:
+        """The demo's faults in the order they strike: (label, action, what ends it, if it
+        lasts). With a three-node broker, its SIGKILL and the AZ a outage are among them."""
         c = self.cluster
 
         def kill_active_relay() -> None:
             active = self.view.active_relay() or "r1"
-            self.kill(f"relay-{active}")
+            self.killed_relay = f"relay-{active}"
+            self.kill(self.killed_relay)
 
         def pause_p1() -> None:
             c.members["p1-b"].pause()
-            self.fault(f"SIGSTOP p1-b (for {2 * s:.0f} s)", opens="pause")
+            self.fault(f"SIGSTOP p1-b (for {self.hold_s:.0f} s)", opens="pause")
 
         def resume_p1() -> None:
             c.members["p1-b"].resume()
@@ -145,25 +181,47 @@ class _Run:
 
         def new_relay() -> None:
             c.relay("r3")
+            self.zones.replaced("relay-r3", self.killed_relay)
             self.fault("started relay r3 (a relay rebalance: partitions move to it)")
 
         def new_p1() -> None:
             c.publisher("p1", "c")
             self.fault("started p1-c (a P1 rebalance)")
 
-        return sorted(
-            [
-                (0.12 * duration, "kill p1-a", lambda: self.kill("p1-a")),
-                (0.22 * duration, "new p1", new_p1),
-                (0.30 * duration, "lose p2", lose_p2),
-                (0.30 * duration + 2 * s, "restart p2", restart_p2),
-                (0.55 * duration, "kill relay", kill_active_relay),
-                (0.55 * duration + 2 * s, "new relay", new_relay),
-                (0.75 * duration, "pause p1", pause_p1),
-                (0.75 * duration + 2 * s, "resume p1", resume_p1),
-            ],
-            key=lambda a: a[0],
-        )
+        out: list[_Slot] = [
+            ("kill p1-a", lambda: self.kill("p1-a"), None),
+            ("new p1", new_p1, None),
+            ("lose p2", lose_p2, ("restart p2", restart_p2)),
+            ("kill relay", kill_active_relay, ("new relay", new_relay)),
+            ("pause p1", pause_p1, ("resume p1", resume_p1)),
+        ]
+        if self.brokers is not None:
+            b = self.brokers
+            out.insert(3, ("kill broker", b.kill_busiest, ("restart broker", b.restart_killed)))
+            out.append(("lose AZ a", b.lose_az_a, ("heal AZ a", b.heal_az_a)))
+        return out
+
+    def schedule(self, duration: float, s: float) -> list[tuple[float, str, Callable[[], None]]]:
+        """When each action runs (seconds after the feed started).
+
+        One node: the slots at fixed fractions of the duration, lasting faults held 2 S.
+        Three nodes: seven slots evenly spaced, the last half slot left for recovery, lasting
+        faults held 2 S or 80 % of a slot, whichever is shorter, so none overlaps the next.
+        """
+        slots = self.slots()
+        if self.brokers is None:
+            starts = [f * duration for f in (0.12, 0.22, 0.30, 0.55, 0.75)]
+            self.hold_s = 2 * s
+        else:
+            width = duration / (len(slots) + 0.5)
+            starts = [(k + 0.25) * width for k in range(len(slots))]
+            self.hold_s = min(2 * s, 0.8 * width)
+        out: list[tuple[float, str, Callable[[], None]]] = []
+        for at, (label, action, end) in zip(starts, slots, strict=True):
+            out.append((at, label, action))
+            if end is not None:
+                out.append((at + self.hold_s, *end))
+        return sorted(out, key=lambda a: a[0])
 
 
 def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
@@ -181,11 +239,22 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="pricing-ha-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = None if options.bootstrap else LocalKafka(workdir=workdir / "kafka")
+    if options.bootstrap and options.nodes != 1:
+        raise ValueError("a three-node demo starts its own brokers: it takes no bootstrap")
+    broker = (
+        None
+        if options.bootstrap
+        # Three JVMs starting at once on a busy machine can take minutes to form a quorum.
+        else LocalKafka(
+            nodes=options.nodes,
+            workdir=workdir / "kafka",
+            startup_timeout_s=60.0 if options.nodes == 1 else 180.0,
+        )
+    )
     try:
         if broker is not None:
             broker.start()
-            out(f"Apache Kafka (KRaft, one node) on {broker.bootstrap}, pid {broker.pid}")
+            out(broker_line(broker))
         bootstrap = options.bootstrap or (broker.bootstrap if broker else "")
         with ProcessGroup(workdir / "logs") as procs:
             cluster = PricingCluster(
@@ -194,6 +263,7 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
                 workdir,
                 partitions=options.partitions,
                 session_ms=options.session_ms,
+                replication_factor=min(options.nodes, 3),
                 # Every process writes its spans here (JSON lines) unless OTLP is configured.
                 env={"PRICING_HA__TELEMETRY__TRACES_DIR": str(workdir / "traces")},
             )
@@ -204,7 +274,7 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
                 cluster.partitions,
             )
             try:
-                run, data = _drive(cluster, view, options, workdir, out)
+                run, data = _drive(cluster, view, options, workdir, out, kafka=broker)
                 run.note(
                     f"stopping every process (SIGTERM, SIGKILL after {options.stop_grace_s:.0f} s)"
                 )
@@ -215,10 +285,16 @@ def run_demo(options: DemoOptions, out: Callable[[str], None] = print) -> DemoRe
                 run.record.heartbeats = view.last_heartbeats()
             finally:
                 view.close()
+            run.record.faults = run.faults
             run.record.write(workdir / "traces")
             verdict = _judge(cluster, options, run, data, workdir)
-            _report(verdict, data.subscriber, run, workdir, out)
-            report_ok = _pipeline_report(cluster, verdict, workdir, out) if options.report else None
+            report(verdict, data.subscriber, run.events, workdir, out)
+            write_verdict(verdict, run.faults, workdir)
+            report_ok = (
+                pipeline_report(cluster.config_path, verdict, workdir, out)
+                if options.report
+                else None
+            )
     finally:
         if broker is not None:
             broker.stop()
@@ -241,6 +317,8 @@ def _drive(
     options: DemoOptions,
     workdir: Path,
     out: Callable[[str], None],
+    *,
+    kafka: LocalKafka | None,
 ) -> tuple[_Run, _Data]:
     s = options.session_ms / 1000
     cluster.create_topics()
@@ -255,7 +333,7 @@ def _drive(
         "P2/b": neli_group_id(cluster.group("p2")),
         "relay": relay_group_id(cluster.group("relay")),
     }
-    run = _Run(cluster, view, out)
+    run = _Run(cluster, view, out, kafka)
     every = set(range(cluster.partitions))
     wait_for(
         lambda: all(
@@ -334,58 +412,8 @@ def _judge(
     return trace_notes(verdict, workdir / "traces", relay_group_id(cluster.group("relay")))
 
 
-def _pipeline_report(
-    cluster: PricingCluster, verdict: Verdict, workdir: Path, out: Callable[[str], None]
-) -> bool:
-    """Ingest the run's topics with the Spark pipeline (the broker is still up) and report."""
-    from pricing_ha.pipeline.report import ingest_and_report
-
-    out("")
-    out("pipeline: ingesting the topics with Spark and writing the report ...")
-    result = ingest_and_report(cluster.config_path, workdir / "pipeline")
-    out(result.verdict.render(limit=20))
-    agrees = result.verdict.ok == verdict.ok
-    agreement = "agrees" if agrees else "DISAGREES"
-    out(f"pipeline report: {result.html} (verdict {agreement} with the demo's)")
-    out(
-        f"  re-run any time with: pricing-ha pipeline report --out {workdir / 'pipeline'}"
-        f" --config {cluster.config_path}"
-    )
-    return result.verdict.ok and agrees
-
-
 def _load(path: Path) -> dict[str, object]:
     try:
         return dict(orjson.loads(path.read_bytes()))
     except (OSError, orjson.JSONDecodeError):
         return {"ok": False, "error": f"no subscriber summary at {path}"}
-
-
-def _report(
-    verdict: Verdict,
-    sub: dict[str, object],
-    run: _Run,
-    workdir: Path,
-    out: Callable[[str], None],
-) -> None:
-    out("")
-    out("faults injected (t= on the demo's clock, as in the log above):")
-    for e in run.events:
-        out(f"  {e}")
-    out("")
-    out("per instrument, feed vs prices:")
-    out(verdict.render())
-    out("")
-    out(verdict.render_breaches())
-    out("")
-    out(
-        f"independent subscriber: ok={sub.get('ok')} duplicates={sub.get('duplicates')} "
-        f"gaps={sub.get('gaps')} max silence={_seconds(sub.get('max_silence_s'))}"
-    )
-    out(f"logs and summaries: {workdir}")
-    show_traces(workdir, out)
-
-
-def _seconds(value: object) -> str:
-    """A silence as the verdict table prints it (``9.36s``); anything else as it is."""
-    return f"{value:.2f}s" if isinstance(value, int | float) else str(value)

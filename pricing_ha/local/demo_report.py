@@ -18,11 +18,21 @@ from pathlib import Path
 
 import orjson
 
+from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import Proc
 from pricing_ha.local.traces_view import RUN_FILE, Term, TraceSet, terms
-from pricing_ha.local.verdict import Silence, Verdict
+from pricing_ha.local.verdict import Fault, Silence, Verdict
 
-__all__ = ["RunRecord", "show_traces", "trace_notes"]
+__all__ = [
+    "VERDICT_FILE",
+    "RunRecord",
+    "broker_line",
+    "pipeline_report",
+    "report",
+    "show_traces",
+    "trace_notes",
+    "write_verdict",
+]
 
 
 @dataclass
@@ -33,6 +43,8 @@ class RunRecord:
     t0_mono: float
     processes: dict[int, dict[str, str]] = field(default_factory=dict)
     heartbeats: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: The run's fault timeline (the leadership timeline marks each one).
+    faults: list[Fault] = field(default_factory=list)
 
     @classmethod
     def start(cls) -> RunRecord:
@@ -71,6 +83,9 @@ class RunRecord:
                     "t0_wall_ns": self.t0_wall_ns,
                     "processes": {str(pid): p for pid, p in self.processes.items()},
                     "heartbeats": self.heartbeats,
+                    "faults": [
+                        {"at_s": f.at_s, "until_s": f.until_s, "text": f.text} for f in self.faults
+                    ],
                 },
                 option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
             )
@@ -134,3 +149,101 @@ def show_traces(workdir: Path, out: Callable[[str], None]) -> None:
     tree.write_text("\n".join(lines) + "\n")
     out(f"fail-over traces: {tree} (tree), {html} (leadership timeline chart)")
     out(f"  re-render any time with: pricing-ha traces {spans} --out {html}")
+
+
+def broker_line(broker: LocalKafka) -> str:
+    """Where the local Apache Kafka listens, as the demo announces it."""
+    if len(broker.nodes) == 1:
+        return f"Apache Kafka (KRaft, one node) on {broker.bootstrap}, pid {broker.pid}"
+    nodes = ", ".join(f"{n.node_id} (rack {n.rack}, pid {n.pid})" for n in broker.nodes)
+    return (
+        f"Apache Kafka (KRaft, three nodes: {nodes}) on {broker.bootstrap}; topics: "
+        "replication factor 3, min.insync.replicas 2"
+    )
+
+
+def report(
+    verdict: Verdict,
+    sub: dict[str, object],
+    events: list[str],
+    workdir: Path,
+    out: Callable[[str], None],
+) -> None:
+    out("")
+    out("faults injected (t= on the demo's clock, as in the log above):")
+    for e in events:
+        out(f"  {e}")
+    out("")
+    out("per instrument, feed vs prices:")
+    out(verdict.render())
+    out("")
+    out(verdict.render_breaches())
+    out("")
+    out(
+        f"independent subscriber: ok={sub.get('ok')} duplicates={sub.get('duplicates')} "
+        f"gaps={sub.get('gaps')} max silence={_seconds(sub.get('max_silence_s'))}"
+    )
+    out(f"logs and summaries: {workdir}")
+    show_traces(workdir, out)
+
+
+def _seconds(value: object) -> str:
+    """A silence as the verdict table prints it (``9.36s``); anything else as it is."""
+    return f"{value:.2f}s" if isinstance(value, int | float) else str(value)
+
+
+def pipeline_report(
+    config_path: Path, verdict: Verdict, workdir: Path, out: Callable[[str], None]
+) -> bool:
+    """Ingest the run's topics with the Spark pipeline (the broker is still up) and report."""
+    from pricing_ha.pipeline.report import ingest_and_report
+
+    out("")
+    out("pipeline: ingesting the topics with Spark and writing the report ...")
+    result = ingest_and_report(config_path, workdir / "pipeline")
+    out(result.verdict.render(limit=20))
+    agrees = result.verdict.ok == verdict.ok
+    agreement = "agrees" if agrees else "DISAGREES"
+    out(f"pipeline report: {result.html} (verdict {agreement} with the demo's)")
+    out(
+        f"  re-run any time with: pricing-ha pipeline report --out {workdir / 'pipeline'}"
+        f" --config {config_path}"
+    )
+    return result.verdict.ok and agrees
+
+
+#: The verdict's machine-readable form, written beside the logs.
+VERDICT_FILE = "verdict.json"
+
+
+def write_verdict(verdict: Verdict, faults: list[Fault], workdir: Path) -> Path:
+    """Write the verdict, its totals, the fault timeline and each breach with its cause to
+    ``workdir/verdict.json`` (for scripts and tests: the printed report says the same)."""
+    rows = verdict.instruments
+    document = {
+        "state": verdict.state.value,
+        "exactly_once_in_order": verdict.ok,
+        "subscriber_ok": verdict.subscriber_ok,
+        "bound_s": verdict.bound.bound_s if verdict.bound is not None else None,
+        "longest_silence_s": verdict.longest_silence_s,
+        "totals": {
+            key: sum(getattr(v, key) for v in rows)
+            for key in ("expected", "delivered", "duplicates", "missing", "out_of_order")
+        },
+        "faults": [{"at_s": f.at_s, "until_s": f.until_s, "text": f.text} for f in faults],
+        "breaches": [
+            {
+                "topic": s.topic,
+                "instrument": s.instrument,
+                "partition": s.partition,
+                "start_s": round(s.start_s, 3),
+                "duration_s": round(s.duration_s, 3),
+                "cause": s.cause,
+                "fault": s.fault,
+            }
+            for s in [*verdict.breaches, *verdict.raw_breaches]
+        ],
+    }
+    path = workdir / VERDICT_FILE
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return path

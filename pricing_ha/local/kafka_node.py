@@ -151,13 +151,29 @@ class Cluster(Protocol):
 
 
 class KafkaNode:
-    """One broker+controller JVM of a local cluster (its node id, rack and process)."""
+    """One broker+controller JVM of a local cluster (its node id, rack, addresses and process).
 
-    def __init__(self, cluster: Cluster, node_id: int, rack: str, ports: Ports) -> None:
+    ``host`` is the address of the node's client listener; ``controller_host`` that of its
+    controller listener, which the other nodes' controllers reach too (``127.0.0.1`` when the
+    whole cluster runs on one host).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        node_id: int,
+        rack: str,
+        ports: Ports,
+        *,
+        host: str,
+        controller_host: str = "127.0.0.1",
+    ) -> None:
         self._cluster = cluster
         self.node_id = node_id
         self.rack = rack
         self.ports = ports
+        self.host = host
+        self.controller_host = controller_host
         self.dir = cluster.workdir / f"node-{node_id}"
         self.log_path = self.dir / "broker.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -166,7 +182,7 @@ class KafkaNode:
     @property
     def bootstrap(self) -> str:
         """This node's client listener, ``HOST:PORT``."""
-        return f"{self._cluster.host}:{self.ports.broker}"
+        return f"{self.host}:{self.ports.broker}"
 
     @property
     def pid(self) -> int:
@@ -187,15 +203,15 @@ class KafkaNode:
         n = len(c.nodes)
         replication = str(min(n, 3))
         min_isr = "2" if n >= 3 else "1"
-        voters = ",".join(f"{m.node_id}@127.0.0.1:{m.ports.controller}" for m in c.nodes)
+        voters = ",".join(f"{m.node_id}@{m.controller_host}:{m.ports.controller}" for m in c.nodes)
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "broker.rack": self.rack,
             "controller.quorum.voters": voters,
             "listeners": (
-                f"PLAINTEXT://{c.host}:{self.ports.broker},"
-                f"CONTROLLER://127.0.0.1:{self.ports.controller}"
+                f"PLAINTEXT://{self.host}:{self.ports.broker},"
+                f"CONTROLLER://{self.controller_host}:{self.ports.controller}"
             ),
             "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
             "controller.listener.names": "CONTROLLER",
@@ -213,7 +229,7 @@ class KafkaNode:
         }
         if c.secured is not None:
             settings.update(
-                c.secured.server_settings(c.host, self.ports.broker, self.ports.controller)
+                c.secured.server_settings(self.host, self.ports.broker, self.ports.controller)
             )
         settings.update(c.overrides)
         path = self.dir / "server.properties"

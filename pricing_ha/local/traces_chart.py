@@ -5,7 +5,10 @@ that the overlaps of non-exclusive hand-overs show. A term is a bar from its gai
 a term that never ended (its process was killed) is hatched and runs to the successor's
 acquisition that links to it, or to its process's last span. Hovering a bar shows the member, the
 times and the reasons. Publisher switches seen by the relay get a chart of their own (a mark
-per switch, per partition, coloured by the group switched to). No external assets.
+per switch, per partition, coloured by the group switched to). The faults of the demo's run
+record (:data:`~pricing_ha.local.traces_view.RUN_FILE`) are marked across every chart: a red
+line where each struck, a band over the time a lasting one (a pause, a lost AZ, a killed
+broker until its restart) lasted, hover for what it was. No external assets.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import orjson
+
 from pricing_ha.local.traces_tree import render_tree
-from pricing_ha.local.traces_view import Switch, Term, TraceSet, switches, terms
+from pricing_ha.local.traces_view import RUN_FILE, Switch, Term, TraceSet, switches, terms
+from pricing_ha.local.verdict import Fault
 
 __all__ = ["render_html", "write_trace_report"]
 
@@ -112,7 +118,39 @@ def _term_title(term: Term, scale: _Scale, end: int) -> str:
     )
 
 
-def _group_chart(group: str, group_terms: list[Term], scale: _Scale, gid: int) -> str:
+def run_faults(directory: Path) -> list[Fault]:
+    """The fault timeline of the run record in ``directory`` (none without one)."""
+    record = directory / RUN_FILE
+    if not record.is_file():
+        return []
+    data = orjson.loads(record.read_bytes())
+    return [
+        Fault(float(f["at_s"]), str(f["text"]), f.get("until_s")) for f in data.get("faults") or []
+    ]
+
+
+def _fault_marks(faults: Sequence[Fault], scale: _Scale, top: float, bottom: float) -> list[str]:
+    """A band over each lasting fault, a line where each struck (hover: what it was)."""
+    parts = []
+    for f in faults:
+        x0 = scale.x(scale.origin + int(f.at_s * 1e9))
+        title = f"<title>{html.escape(f.describe())}</title>"
+        if f.until_s is not None:
+            x1 = scale.x(scale.origin + int(f.until_s * 1e9))
+            parts.append(
+                f'<rect class="fault" x="{x0:.1f}" y="{top:.1f}" width="{max(x1 - x0, 1):.1f}" '
+                f'height="{bottom - top:.1f}" fill="#e15759" opacity="0.12">{title}</rect>'
+            )
+        parts.append(
+            f'<line class="fault" x1="{x0:.1f}" y1="{top:.1f}" x2="{x0:.1f}" y2="{bottom:.1f}" '
+            f'stroke="#c0392b" stroke-width="1.5" stroke-dasharray="4,2">{title}</line>'
+        )
+    return parts
+
+
+def _group_chart(
+    group: str, group_terms: list[Term], scale: _Scale, gid: int, faults: Sequence[Fault] = ()
+) -> str:
     members: dict[str, int] = {}
     for t in group_terms:
         members.setdefault(t.member_id, len(members))
@@ -164,6 +202,7 @@ def _group_chart(group: str, group_terms: list[Term], scale: _Scale, gid: int) -
         f'data-group="{html.escape(group)}"><defs>{"".join(defs)}</defs>'
         + "".join(_axis(scale, _AXIS, y - _AXIS))
         + "".join(parts)
+        + "".join(_fault_marks(faults, scale, _AXIS, y))
         + f'</svg><div class="legend">{legend}</div>'
     )
 
@@ -210,15 +249,23 @@ def _switch_chart(moves: Sequence[Switch], scale: _Scale) -> str:
 
 
 def render_html(
-    traces: TraceSet, all_terms: list[Term], moves: Sequence[Switch], *, source: str
+    traces: TraceSet,
+    all_terms: list[Term],
+    moves: Sequence[Switch],
+    *,
+    source: str,
+    faults: Sequence[Fault] = (),
 ) -> str:
-    """The whole page (see the module docstring)."""
+    """The whole page (see the module docstring); ``faults`` are marked on every group's
+    chart and listed above them."""
     first = min((t.start_ns for t in all_terms), default=traces.origin_ns)
     scale = _Scale(min(first, traces.end_ns), traces.end_ns, traces.origin_ns)
     by_group: dict[str, list[Term]] = {}
     for t in all_terms:
         by_group.setdefault(t.group, []).append(t)
-    charts = [_group_chart(g, by_group[g], scale, i) for i, g in enumerate(sorted(by_group))]
+    charts = [
+        _group_chart(g, by_group[g], scale, i, faults) for i, g in enumerate(sorted(by_group))
+    ]
     if moves:
         charts.append(_switch_chart(moves, scale))
     if not charts:
@@ -231,8 +278,20 @@ def render_html(
         f"{html.escape(source)}; times on the run's clock (t=). Hatched bars: terms with no "
         "recorded end (the process was killed while leading; hover for how it ended); they run "
         "to the successor's takeover, or to when the member was last heard of.</p>"
+        + _fault_list(faults)
         + "".join(charts)
         + "</body></html>\n"
+    )
+
+
+def _fault_list(faults: Sequence[Fault]) -> str:
+    """The faults injected, as a list above the charts (empty without any)."""
+    if not faults:
+        return ""
+    items = "".join(f"<li>{html.escape(f.describe())}</li>" for f in faults)
+    return (
+        '<p class="note">Faults injected (red dashed lines where they struck; a red band while '
+        f'one lasted):</p><ul class="faults note">{items}</ul>'
     )
 
 
@@ -247,6 +306,9 @@ def write_trace_report(directory: Path, out: Path, *, echo: Callable[[str], None
     echo(f"{len(traces.spans)} spans in {len(traces.files)} file(s) under {directory}")
     echo(render_tree(traces, all_terms))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(traces, all_terms, switches(traces), source=str(directory)))
+    page = render_html(
+        traces, all_terms, switches(traces), source=str(directory), faults=run_faults(directory)
+    )
+    out.write_text(page)
     echo(f"leadership timeline: {out}")
     return out

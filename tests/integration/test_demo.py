@@ -7,6 +7,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
+import pytest
+
+from pricing_ha.local.cluster import pricing_cli
+from pricing_ha.local.demo_report import VERDICT_FILE
 from pricing_ha.local.traces_view import RUN_FILE, TraceSet, failovers, terms
 from tests.demo_verdict import delivered_verdict
 
@@ -52,3 +57,40 @@ def test_demo_short_run_verdict_and_complete_traces(
     assert "├─ predecessor  neli.term" in tree
     assert not re.search(r"takeover +-", tree), "a negative takeover"
     assert "0 of them with no known reason" in tree
+
+
+@pytest.mark.slow  # three JVMs and the whole pipeline for about 3 minutes: scripts/slow-tests
+@pytest.mark.timeout(900)
+def test_demo_three_nodes_judges_a_broker_kill_and_the_loss_of_az_a(tmp_path: Path) -> None:
+    """`demo --nodes 3`: the busiest broker SIGKILLed and AZ a (broker 1, P1, its relay)
+    frozen and healed, both on the verdict's fault timeline and marked on the leadership
+    timeline; every price exactly once, in order; any breach names its cause."""
+    demo = tmp_path / "demo"
+    argv = [*pricing_cli(), "demo", "--nodes", "3", "--duration=40", "--instruments=8"]
+    argv += ["--no-live", f"--workdir={demo}"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=840, check=False)
+    out = result.stdout
+    state, context = delivered_verdict(result)
+    assert "Apache Kafka (KRaft, three nodes:" in out, context
+    verdict = orjson.loads((demo / VERDICT_FILE).read_bytes())
+    assert verdict["state"] == state
+    assert verdict["exactly_once_in_order"] is True
+    totals = verdict["totals"]
+    assert totals["expected"] == totals["delivered"] > 0, totals
+    assert totals["duplicates"] == totals["missing"] == totals["out_of_order"] == 0, totals
+    faults = {f["text"]: f for f in verdict["faults"]}
+    broker = [f for t, f in faults.items() if re.match(r"SIGKILL broker [123] \(rack", t)]
+    az = [f for t, f in faults.items() if t.startswith("AZ a lost: SIGSTOP broker 1 and ")]
+    assert len(broker) == 1, faults
+    assert len(az) == 1, faults
+    assert broker[0]["until_s"] > broker[0]["at_s"], "the broker was never restarted"
+    assert az[0]["until_s"] > az[0]["at_s"], "AZ a never came back"
+    assert "p1-" in az[0]["text"], "no P1 member was in the lost AZ"
+    assert "relay-r" in az[0]["text"], "no relay was in the lost AZ"
+    for f in (broker[0], az[0]):
+        assert f["text"] in out  # in the printed fault timeline as well
+    for breach in verdict["breaches"]:
+        assert breach["fault"], f"a breach with no cause: {breach}"
+    page = (demo / "leadership.html").read_text()
+    assert page.count('<line class="fault"') >= 2 * len(verdict["faults"])  # P1, P2, relay
+    assert f"<li>{broker[0]['text']}" in page

@@ -26,6 +26,7 @@ from confluent_kafka.cimpl import NewTopic
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import KAFKA_LIBS_ENV, LocalKafka
 from pricing_ha.local.cluster import pricing_cli
+from pricing_ha.local.kafka_node import free_port
 from tests.waiting import wait_for
 
 
@@ -303,3 +304,49 @@ def test_broker_command_prints_bootstrap_and_stops_every_jvm_on_sigterm(tmp_path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_broker_command_runs_one_node_each_of_a_cluster_spread_over_hosts(tmp_path: Path) -> None:
+    """Three `pricing-ha broker --node-id N --hosts ...` form one cluster, each on its address."""
+    hosts = ("127.0.0.11", "127.0.0.12", "127.0.0.13")  # all of 127/8 is loopback on Linux
+    cluster_id = "VGhyZWVIb3N0c0NsdXN0ZXI"
+    port = free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = [tmp_path / f"node-{i}.out" for i in (1, 2, 3)]
+    try:
+        for i, log in enumerate(logs, start=1):
+            with log.open("wb") as out:
+                argv = ["broker", "--nodes", "3", "--node-id", str(i), "--hosts", ",".join(hosts)]
+                argv += [
+                    "--port",
+                    str(port),
+                    "--cluster-id",
+                    cluster_id,
+                    "--startup-timeout",
+                    "140",
+                ]
+                argv += ["--workdir", str(tmp_path / f"host-{i}")]
+                procs.append(
+                    subprocess.Popen([*pricing_cli(), *argv], stdout=out, stderr=subprocess.STDOUT)
+                )
+
+        def all_ready() -> bool:
+            return all("Apache Kafka ready" in log.read_text() for log in logs)
+
+        wait_for(all_ready, 150, "every node's ready message")
+        texts = [log.read_text() for log in logs]
+        # Each command ran its own node only, and names the whole cluster as the bootstrap.
+        assert [len(re.findall(r"pid (\d+)", t)) for t in texts] == [1, 1, 1], texts
+        bootstrap = ",".join(f"{h}:{port}" for h in hosts)
+        assert all("ready in" in t and bootstrap in t for t in texts), texts
+        meta = AdminClient({"bootstrap.servers": f"{hosts[2]}:{port}"}).list_topics(timeout=10)
+        assert meta.cluster_id == cluster_id
+        assert {b.id: b.host for b in meta.brokers.values()} == dict(enumerate(hosts, start=1))
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        assert [proc.wait(60) for proc in procs] == [0, 0, 0]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster
-from pricing_ha.local.verdict import judge
+from pricing_ha.local.judging import judge
 from tests.demo_verdict import delivered_verdict
 from tests.waiting import wait_for
 

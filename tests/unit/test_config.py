@@ -199,13 +199,13 @@ def test_librdkafka_passthrough_from_toml_and_env(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         "[broker.librdkafka]\n"
-        '"socket.timeout.ms" = 30000\n'
+        '"socket.timeout.ms" = 9000\n'
         '"enable.ssl.certificate.verification" = false\n',
     )
     env = {"PRICING_HA__BROKER__LIBRDKAFKA__SSL_CA_LOCATION": "/ca.pem"}
     cfg = load_config(path, env)
     assert dict(cfg.broker.librdkafka) == {
-        "socket.timeout.ms": "30000",
+        "socket.timeout.ms": "9000",
         "enable.ssl.certificate.verification": "false",
         "ssl.ca.location": "/ca.pem",
     }

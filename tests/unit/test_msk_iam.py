@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pricing_ha
-from pricing_ha.config import BrokerConfig, load_app_config, load_config
+from pricing_ha.config import RECOVERY_DEFAULTS, BrokerConfig, load_app_config, load_config
 from pricing_ha.config._msk_iam import SIGNER_MODULE, MskIamTokenCallback
 from pricing_ha.errors import ConfigError
 
@@ -98,10 +98,11 @@ def test_msk_iam_from_environment(signer: FakeSigner) -> None:
 
 
 def test_passthrough_has_no_callback() -> None:
-    """The default auth adds nothing to librdkafka and no callback."""
+    """The default auth adds nothing to librdkafka (beside the recovery settings) and no
+    callback."""
     broker = BrokerConfig(librdkafka={"security.protocol": "SSL"})
     assert "oauth_cb" not in broker.client_config()
-    assert broker.neli_kafka() == {"security.protocol": "SSL"}
+    assert broker.neli_kafka() == {**RECOVERY_DEFAULTS, "security.protocol": "SSL"}
 
 
 def test_msk_iam_accepts_matching_explicit_settings(signer: FakeSigner, tmp_path: Path) -> None:

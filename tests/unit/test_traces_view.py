@@ -192,3 +192,28 @@ def test_traces_command_prints_the_tree_and_the_html_path(run_dir: Path, tmp_pat
     assert out.exists()
     missing = CliRunner().invoke(app, ["traces", str(tmp_path / "nope")])
     assert missing.exit_code == 1
+
+
+def test_html_timeline_marks_every_fault_of_the_run_record(run_dir: Path, tmp_path: Path) -> None:
+    """The run record's faults are listed and drawn on each group's chart where they struck
+    (a band over a lasting one), on the run's clock."""
+    from pricing_ha.local.demo_report import RunRecord
+    from pricing_ha.local.verdict import Fault
+
+    faults = [
+        Fault(4.8, "SIGKILL broker 2 (rack b)", until_s=7.0),
+        Fault(8.5, "AZ a lost: SIGSTOP broker 1 and p1-b, relay-r1", until_s=9.5),
+        Fault(9.1, "SIGKILL p1-a"),
+    ]
+    RunRecord(int(T0 * 1e9), 0.0, faults=faults).write(run_dir)
+    out = tmp_path / "leadership.html"
+    write_trace_report(run_dir, out, echo=lambda _line: None)
+    page = out.read_text()
+    assert "<li>SIGKILL broker 2 (rack b) (t=4.8-7.0 s)</li>" in page
+    assert "<li>AZ a lost: SIGSTOP broker 1 and p1-b, relay-r1 (t=8.5-9.5 s)</li>" in page
+    lines = re.findall(r'<line class="fault" x1="([\d.]+)"[^>]*><title>([^<]+)</title>', page)
+    bands = re.findall(r'<rect class="fault" x="[\d.]+"[^>]*><title>([^<]+)</title>', page)
+    assert len(lines) == 3 * 2  # every fault, on the P1 chart and on the relay's
+    assert sorted(bands) == sorted([faults[0].describe(), faults[1].describe()] * 2)
+    x = {title: float(x1) for x1, title in lines}
+    assert x[faults[0].describe()] < x[faults[1].describe()] < x[faults[2].describe()]

@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from pricing_ha.cli import app
 from pricing_ha.local.cluster import Record
-from pricing_ha.local.verdict import Fault, SilenceBound, State, judge
+from pricing_ha.local.judging import judge
+from pricing_ha.local.verdict import Fault, SilenceBound, State
 from pricing_ha.publishing.pricing import Price, encode_price
 
 T0 = 1_700_000_000.0  # the run's t=0, wall seconds
@@ -180,3 +181,22 @@ def test_a_restarted_feed_is_judged_by_epoch_then_seq() -> None:
     records = [rec(0, 100, 1), rec(1, 100, 2), rec(2, 100, 3), rec(3, 200, 1), rec(4, 200, 2)]
     (line,) = judge({"A": 2}, records).instruments
     assert (line.duplicates, line.out_of_order, line.missing) == (0, 0, 0)
+
+
+def test_a_fault_striking_during_a_silence_is_named_beside_its_cause() -> None:
+    """A silence begun by a publisher's pause and prolonged by the loss of AZ a names the
+    pause as the cause and the AZ outage as a fault that struck during it; a fault after the
+    silence is not named."""
+    times = _ticks(1.0, 10) + _ticks(9.0, 10)  # last price at t=1.9, next at t=9.0
+    faults = [
+        Fault(1.5, "SIGSTOP p1-b", until_s=5.5),
+        Fault(4.0, "AZ a lost: SIGSTOP broker 1 and p1-c, relay-r1", until_s=8.0),
+        Fault(9.5, "SIGKILL broker 2"),
+    ]
+    v = judge(
+        {"EURUSD": 20}, _prices("EURUSD", times), bound=BOUND, origin_wall_s=T0, faults=faults
+    )
+    (breach,) = v.breaches
+    assert breach.fault == faults[0].describe()
+    assert f"struck during it: {faults[1].describe()}" in breach.cause
+    assert "SIGKILL broker 2" not in breach.cause
