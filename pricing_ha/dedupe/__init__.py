@@ -4,6 +4,9 @@
 * :mod:`.relay`: ``pricing-ha dedupe``, exclusive owner of each ``prices`` partition, and
   :mod:`.relay_worker`, its partition worker (takeover, letting go, starting over), with its
   Kafka clients and group ids in :mod:`.relay_clients` and its counters in :mod:`.stats`;
+  :mod:`.lifecycle`: where the member stands on each partition (STANDBY, PROBING,
+  SUSPECTING, TAKING_OVER, OWNING, HANDING_OVER), one object per partition with checked
+  transitions, drawn in docs/relay.md;
   :mod:`.hot_path`: arbitration, output and commits of a batch, and what happens to a
   partition paused or whose output failed; a move's two sides: :mod:`.succession` (what the
   next owner establishes before emitting: the previous owner fenced, a takeover marker; after

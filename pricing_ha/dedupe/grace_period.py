@@ -10,16 +10,22 @@ A partition not released within ``_FENCED_WAIT_S`` of the probe (its owner crash
 paused, or is cut off) ends its grace period too: the takeover's marker is written by the
 partition's transactional producer, whose ``init_transactions`` fences whoever still owns it
 at the broker (:mod:`.succession`).
+
+A partition probed moves from STANDBY to PROBING (:mod:`.lifecycle`); the probe itself is
+kept on its :class:`~.lifecycle.PartitionLifecycle` until its grace period is over. One whose
+grace period ended is taken up by the worker (TAKING_OVER), or goes back to STANDBY.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Protocol
 
 from pricing_ha.dedupe.control import PROBE
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["GracePeriods", "GraceSource"]
@@ -50,15 +56,27 @@ class GracePeriods:
         standby: this member's tail of ``prices``.
         control: writes the member's probes.
         neli: ends grace periods, and says whether a stall holds this member off.
+        lifecycles: the member's partitions (shared with the worker), where each probe is kept.
     """
 
-    def __init__(self, standby: StandbyTail, control: ControlWriter, neli: GraceSource) -> None:
+    def __init__(
+        self,
+        standby: StandbyTail,
+        control: ControlWriter,
+        neli: GraceSource,
+        lifecycles: Mapping[int, PartitionLifecycle],
+    ) -> None:
         """Nothing asked for yet."""
         self._standby = standby
         self._control = control
         self._neli = neli
-        # in their grace period: offset of this member's probe, when it was acknowledged
-        self._probes: dict[int, tuple[int, float]] = {}
+        self._lifecycles = lifecycles
+
+    @property
+    def _probes(self) -> dict[int, tuple[int, float]]:
+        """The partitions probed in their grace period: offset of the probe, when acknowledged
+        (a view of the lifecycles, for tests and logs)."""
+        return {p: lc.probe for p, lc in self._lifecycles.items() if lc.probe is not None}
 
     def probe(self, grace: frozenset[int], handing_over: set[int]) -> list[int]:
         """Probe the partitions in their grace period not probed yet; the ones just probed.
@@ -67,9 +85,11 @@ class GracePeriods:
             grace: the partitions in their grace period now.
             handing_over: the partitions this member is handing over.
         """
-        for partition in list(self._probes):
-            if partition not in grace:
-                del self._probes[partition]
+        for lc in self._lifecycles.values():
+            if lc.probe is not None and lc.partition not in grace:
+                lc.probe = None
+                if lc.state is PartitionState.PROBING:
+                    lc.move(PartitionState.STANDBY)
         # No probe before the tail has read the partition's history, nor while a stall holds
         # this member off (S + 0.5 s after it woke): either would end a hand-over that should
         # go on until this member can take over (see .handover). Seen in the fault drill: a
@@ -82,23 +102,29 @@ class GracePeriods:
         probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
         log.info("probed partitions in their grace period: %s", probes)
         acked = time.monotonic()
-        self._probes.update({p: (offset, acked) for p, offset in probes.items()})
+        for p, offset in probes.items():
+            lc = self._lifecycles[p]
+            lc.probe = (offset, acked)
+            if lc.state is PartitionState.STANDBY:
+                lc.move(PartitionState.PROBING)
         return todo
 
     def end_graces(self) -> list[int]:
         """End the grace period of each partition probed that the tail finds cleanly released
         after the probe, or that is not released within ``_FENCED_WAIT_S`` of the probe (the
-        takeover fences its owner). Returns the partitions whose grace period ended."""
+        takeover fences its owner). Returns the partitions whose grace period ended; those
+        still PROBING are for the worker to take up (TAKING_OVER) or let go (STANDBY)."""
         now = time.monotonic()
         ended = []
         for partition, (offset, acked) in sorted(self._probes.items()):
+            lc = self._lifecycles[partition]
             if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
-                del self._probes[partition]
+                lc.probe = None
                 ended.append(partition)
                 log.info("partition %d was released: no grace period", partition)
             elif now - acked >= _FENCED_WAIT_S and self._neli.end_grace(partition):
                 # Not released (its owner crashed, or is cut off): the takeover fences it.
-                del self._probes[partition]
+                lc.probe = None
                 ended.append(partition)
                 log.info("partition %d was not released: taken over by fencing", partition)
         return ended

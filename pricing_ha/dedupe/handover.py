@@ -23,19 +23,21 @@ find the partition released within 0.3 s of its probe takes it over anyway, and 
 gives back to the member during a hand-over goes on under its old term only if nobody else
 began one meanwhile.
 
-:class:`HandOvers` holds the partitions being handed over; :class:`~.relay_worker.RelayWorker`
-asks it whether one may be emitted on (:meth:`HandOvers.may_emit`) and tends it
-(:meth:`HandOvers.tend`) from its worker thread.
+:class:`HandOvers` moves partitions into and out of HANDING_OVER (:mod:`.lifecycle`), whose
+clocks it keeps on each partition's :class:`~.lifecycle.PartitionLifecycle`;
+:class:`~.relay_worker.RelayWorker` asks it whether one may be emitted on
+(:meth:`HandOvers.may_emit`) and tends it (:meth:`HandOvers.tend`) from its worker thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from pricing_ha.dedupe.control_writer import ControlWriter
+from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState
 from pricing_ha.dedupe.standby import StandbyTail
 
 __all__ = ["HANDOVER_FRESH_S", "GraceEnder", "HandOvers"]
@@ -69,7 +71,8 @@ class HandOvers:
         read_as_of: the read-back evidence: before which monotonic time everything appended
             to a partition is below a position
             (:meth:`.output_producers.OutputProducers.read_as_of`).
-        terms: the member's terms, partition -> offset of its takeover marker (shared).
+        lifecycles: the member's partitions (shared with the worker): their states, terms
+            and hand-over clocks.
         wanted: the partitions NELI assigns the member now (shared).
         drop: ends a partition's work: flush, release, stop reading.
     """
@@ -81,7 +84,7 @@ class HandOvers:
         neli: GraceEnder,
         *,
         read_as_of: Callable[[int, int], float],
-        terms: dict[int, int],
+        lifecycles: Mapping[int, PartitionLifecycle],
         wanted: Collection[int],
         drop: Callable[[int], None],
     ) -> None:
@@ -90,26 +93,30 @@ class HandOvers:
         self._control = control
         self._read_as_of = read_as_of
         self._neli = neli
-        self._terms = terms
+        self._lifecycles = lifecycles
         self._wanted = wanted
         self._drop = drop
-        self._until: dict[int, float] = {}  # revoked, still emitting: until (monotonic)
-        self._ticked: dict[int, float] = {}  # handing over, tail stale: last tick (monotonic)
-        self._given_back: dict[int, float] = {}  # handing over, assigned again: since when
-        self._began: dict[int, float] = {}  # handing over since (monotonic)
         #: How long a revoked owner may go on emitting if no successor asks for the partition
         #: (one still assigned, only fenced, goes on: :meth:`_over`).
         self.bound_s = _HANDOVER_MAX_S
 
     def __contains__(self, partition: object) -> bool:
-        return partition in self._until
+        lc = self._lifecycles.get(partition) if isinstance(partition, int) else None
+        return lc is not None and lc.handing_over
 
     def __bool__(self) -> bool:
-        return bool(self._until)
+        return any(lc.handing_over for lc in self._lifecycles.values())
 
     def partitions(self) -> set[int]:
         """The partitions being handed over now."""
-        return set(self._until)
+        return {p for p, lc in self._lifecycles.items() if lc.handing_over}
+
+    def _in_order(self) -> list[PartitionLifecycle]:
+        """The partitions being handed over, in the order their hand-overs began."""
+        return sorted(
+            (lc for lc in self._lifecycles.values() if lc.handing_over),
+            key=lambda lc: (lc.handover_began or 0.0, lc.partition),
+        )
 
     def begin(self, partition: int, *, bound_s: float | None = None) -> bool:
         """The partition was revoked (planned, or the session lost) or fenced: keep emitting
@@ -117,33 +124,35 @@ class HandOvers:
         partition taken over on suspicion waits for the group longer). A partition already
         being handed over (fenced, then its session lost) goes on as it was.
         """
-        term = self._terms.get(partition)
-        if term is None:
+        lc = self._lifecycles[partition]
+        if not lc.owned:
             return False
-        if partition in self._until:
+        if lc.handing_over:
             return True
+        lc.move(PartitionState.HANDING_OVER)
         now = time.monotonic()
-        self._began[partition] = now
-        self._until[partition] = now + (self.bound_s if bound_s is None else bound_s)
+        lc.handover_began = now
+        lc.handover_until = now + (self.bound_s if bound_s is None else bound_s)
         log.info("handing partition %d over (emitting until the successor asks)", partition)
         return True
 
     def end(self, partition: int) -> float | None:
         """Stop handing ``partition`` over; how long the hand-over lasted, if there was one."""
-        until = self._until.pop(partition, None)
-        began = self._began.pop(partition, None)
-        self._ticked.pop(partition, None)
+        lc = self._lifecycles[partition]
+        until, began = lc.handover_until, lc.handover_began
+        lc.handover_until = lc.handover_began = None
+        lc.handover_ticked = float("-inf")
         return None if until is None or began is None else time.monotonic() - began
 
     def asked(self, partition: int) -> bool:
         """Whether ``partition`` is being handed over and its successor has asked for it (a
         probe or takeover marker read after this member's term): nothing more goes out on it,
         and once what went out is acknowledged it is released."""
-        term = self._terms.get(partition)
+        lc = self._lifecycles[partition]
         return (
-            partition in self._until
-            and term is not None
-            and self._standby.requested_after(partition, term)
+            lc.handing_over
+            and lc.term is not None
+            and self._standby.requested_after(partition, lc.term)
         )
 
     def may_emit(self, partition: int) -> bool:
@@ -157,11 +166,11 @@ class HandOvers:
         member emits under is the one from before the revocation, and somebody else may have
         taken one since (:meth:`tend`).
         """
-        if partition not in self._until or self._expired(partition):
+        lc = self._lifecycles[partition]
+        if not lc.handing_over or self._expired(lc):
             return False
-        term = self._terms.get(partition)
-        return term is not None and self._standby.unrequested_within(
-            partition, term, HANDOVER_FRESH_S, self._read_as_of
+        return lc.term is not None and self._standby.unrequested_within(
+            partition, lc.term, HANDOVER_FRESH_S, self._read_as_of
         )
 
     def tend(self, grace: frozenset[int]) -> None:
@@ -170,12 +179,15 @@ class HandOvers:
         Args:
             grace: the partitions in their grace period now (NELI).
         """
-        for partition in list(self._given_back):
-            if partition not in self._until or partition not in self._wanted:
-                del self._given_back[partition]
-        for partition in list(self._until):
+        for lc in self._lifecycles.values():
+            if lc.given_back is not None and not (lc.handing_over and lc.partition in self._wanted):
+                lc.given_back = None
+        for lc in self._in_order():
+            partition = lc.partition
+            if not lc.handing_over:
+                continue  # let go by an earlier one's drop (it cannot be; as before: skipped)
             if partition in self._wanted:
-                self._tend_given_back(partition)
+                self._tend_given_back(lc)
             elif partition in grace and self.may_emit(partition):
                 # Given back while still handing it over: nobody else has emitted since this
                 # member's own term, so there is nobody to wait for.
@@ -189,9 +201,9 @@ class HandOvers:
                 # A partition with nothing emitted lately gives the tail nothing of this
                 # member's to read back, so it would stay "stale" until the end of the
                 # hand-over (the fault drill, again): a tick gives it something.
-                self._tick(partition)
+                self._tick(lc)
 
-    def _tend_given_back(self, partition: int) -> None:
+    def _tend_given_back(self, lc: PartitionLifecycle) -> None:
         """A partition being handed over that NELI gave back to this member (an eager
         rebalance that left it here, or a later one).
 
@@ -204,30 +216,32 @@ class HandOvers:
         far (a tick gives it something to read back), the hand-over's rule goes on deciding
         whether it may emit.
         """
+        partition = lc.partition
         now = time.monotonic()
-        since = self._given_back.setdefault(partition, now)
-        term = self._terms.get(partition)
+        if lc.given_back is None:
+            lc.given_back = now
+        since = lc.given_back
+        term = lc.term
         if term is not None and self._standby.unrequested_within(
             partition, term, now - since, self._read_as_of
         ):
-            del self._until[partition]  # it goes on, led by NELI again
-            self._began.pop(partition, None)
-            del self._given_back[partition]
-            self._ticked.pop(partition, None)
+            lc.move(PartitionState.OWNING)  # it goes on under its term, led by NELI again
+            lc.handover_until = lc.handover_began = lc.given_back = None
+            lc.handover_ticked = float("-inf")
         elif term is None or self._standby.requested_after(partition, term):
-            del self._given_back[partition]
+            lc.given_back = None
             log.info(
                 "partition %d came back after another member's term: taken up afresh", partition
             )
             self._drop(partition)
         else:
-            self._tick(partition)
+            self._tick(lc)
 
-    def _tick(self, partition: int) -> None:
+    def _tick(self, lc: PartitionLifecycle) -> None:
         now = time.monotonic()
-        if now - self._ticked.get(partition, float("-inf")) >= _TICK_EVERY_S:
-            self._ticked[partition] = now
-            self._control.tick(partition)
+        if now - lc.handover_ticked >= _TICK_EVERY_S:
+            lc.handover_ticked = now
+            self._control.tick(lc.partition)
 
     def _over(self, partition: int) -> bool:
         """A hand-over ends when the successor asked, or its bound passed while the partition
@@ -240,14 +254,15 @@ class HandOvers:
         where fences and resumes came every second and each resume was fenced again before
         the given-back check (:meth:`_tend_given_back`) could complete.
         """
-        term = self._terms.get(partition)
-        if partition not in self._until or term is None:
+        lc = self._lifecycles[partition]
+        if not lc.handing_over or lc.term is None:
             return True
-        return self._standby.requested_after(partition, term) or self._expired(partition)
+        return self._standby.requested_after(partition, lc.term) or self._expired(lc)
 
-    def _expired(self, partition: int) -> bool:
+    def _expired(self, lc: PartitionLifecycle) -> bool:
         """The bound has passed, and the partition is no longer assigned to this member."""
         return (
-            time.monotonic() >= self._until[partition]
-            and self._neli.assigned_since(partition) is None
+            lc.handover_until is not None
+            and time.monotonic() >= lc.handover_until
+            and self._neli.assigned_since(lc.partition) is None
         )

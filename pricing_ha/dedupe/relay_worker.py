@@ -3,7 +3,9 @@
 :class:`RelayWorker` does the Kafka work of one relay member (:mod:`pricing_ha.dedupe.relay`)
 for the partitions NELI gives it, in the worker thread (:mod:`pricing_ha.member.worker`). It
 builds the member's clients (:mod:`.relay_clients`) and the parts that do the work, and decides
-when a partition starts, stops or starts over:
+when a partition starts, stops or starts over. Where this member stands on each partition is
+one :class:`~.lifecycle.PartitionLifecycle` per partition, in :attr:`RelayWorker.lifecycles`
+(states and checked transitions: :mod:`.lifecycle`, drawn in ``docs/relay.md``):
 
 * **takeover** (:meth:`RelayWorker.assign_many`): what must be established first (the
   previous owner fenced, a takeover marker on ``prices[k]``, the standby's high-water marks
@@ -40,6 +42,7 @@ from pricing_ha.dedupe.detector import Detector
 from pricing_ha.dedupe.grace_period import GracePeriods
 from pricing_ha.dedupe.handover import HandOvers
 from pricing_ha.dedupe.hot_path import HotPath
+from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState, lifecycles
 from pricing_ha.dedupe.liveness import LivenessReader
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.output_producers import OutputProducers
@@ -119,17 +122,18 @@ class RelayWorker(PartitionWorker):
             self._control.token,
             reader=clients.reader,
         )
-        self._terms: dict[int, int] = {}  # partition -> offset of this member's takeover marker
+        #: Where this member stands on each partition of ``prices`` (:mod:`.lifecycle`).
+        self.lifecycles: dict[int, PartitionLifecycle] = lifecycles(cfg.topics.partitions)
         self._handovers = HandOvers(
             self.standby,
             self._control,
             neli,
             read_as_of=self._producers.read_as_of,
-            terms=self._terms,
+            lifecycles=self.lifecycles,
             wanted=self.wanted,
             drop=self.drop,
         )
-        self._grace = GracePeriods(self.standby, self._control, neli)
+        self._grace = GracePeriods(self.standby, self._control, neli, self.lifecycles)
         self._succession = Succession(self.standby, self._control, neli)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
@@ -180,13 +184,16 @@ class RelayWorker(PartitionWorker):
                 tracer=telemetry.tracer(),
                 stats=stats,
                 session_timeout_s=cfg.relay.session_timeout_ms / 1000,
+                lifecycles=self.lifecycles,
             )
         )
-        # taken up as the grace period ended -> NELI's assignment time then, and how many of
-        # NELI's events had arrived before its grace period ended (see _tend_grace)
-        self._taken_early: dict[int, tuple[float | None, int]] = {}
         self._events = 0  # NELI's events for this worker so far (counted on the event loop)
-        self._last_event: dict[int, int] = {}  # partition -> the count at its latest event
+
+    @property
+    def _terms(self) -> dict[int, int]:
+        """This member's terms: partition -> offset of its takeover marker (OWNING or
+        HANDING_OVER; a view of :attr:`lifecycles`)."""
+        return {p: lc.term for p, lc in self.lifecycles.items() if lc.term is not None}
 
     def start(self) -> None:
         """Start the standby tail (and the heartbeats' reader), then the worker thread."""
@@ -212,7 +219,7 @@ class RelayWorker(PartitionWorker):
         partition again (given back), because the term this member emits under is the one
         from before the revocation, and somebody else may have taken one since.
         """
-        if partition in self._handovers:
+        if self.lifecycles[partition].handing_over:
             # Not while NELI's stall guard holds this process off: a pause that stopped the
             # monotonic clock would leave the tail looking fresh while a successor's request
             # waits unread (a hand-over after FENCED is exactly that case).
@@ -223,7 +230,7 @@ class RelayWorker(PartitionWorker):
         """Queue NELI's event as a command (:class:`~pricing_ha.member.worker.PartitionWorker`),
         counted first: a partition taken up as its grace period ended is NELI's to report on
         from its first event after that (:meth:`_tend_taken_early`)."""
-        self._last_event[partition] = self._events
+        self.lifecycles[partition].last_event = self._events
         self._events += 1
         return super().request(op, partition)
 
@@ -242,7 +249,7 @@ class RelayWorker(PartitionWorker):
         """A partition with a term is handed over (:meth:`hand_over`), so the barrier need not
         wait: until the worker applies it, :meth:`_may_emit` says no (NELI no longer leads it,
         no hand-over yet) and its records are only paused."""
-        return partition in self._terms
+        return self.lifecycles[partition].owned
 
     # -- ownership ----------------------------------------------------------------------------
 
@@ -264,6 +271,19 @@ class RelayWorker(PartitionWorker):
         ``prices.raw[k]`` is consumed from the group's committed position.
         """
         t0 = time.monotonic()
+        for partition in partitions:
+            self.lifecycles[partition].move(PartitionState.TAKING_OVER)
+        try:
+            return self._take_over(partitions, suspected=suspected, t0=t0)
+        finally:
+            for partition in partitions:  # deferred (or failed): retried from STANDBY
+                if self.lifecycles[partition].state is PartitionState.TAKING_OVER:
+                    self.lifecycles[partition].move(PartitionState.STANDBY)
+
+    def _take_over(
+        self, partitions: list[int], *, suspected: bool, t0: float
+    ) -> dict[int, TakeoverDeferredError]:
+        """:meth:`assign_many` for partitions TAKING_OVER: those taken end OWNING."""
         deferred: dict[int, TakeoverDeferredError] = {}
         for partition in partitions:
             if not self.standby.caught_up(partition):
@@ -281,7 +301,7 @@ class RelayWorker(PartitionWorker):
         induced = partitions if suspected else ()
         for partition, snap in self._succession.establish(partitions, deferred, induced=induced):
             self._hot.take_up(partition, snap.high, snap.offset)
-            self._terms[partition] = snap.offset
+            self.lifecycles[partition].own(snap.offset)
             taken.append(partition)
             took = time.monotonic() - t0
             self.stats.takeovers += 1
@@ -344,12 +364,16 @@ class RelayWorker(PartitionWorker):
         # NELI reports no REVOKED for a partition it never reported ACQUIRED, so one revoked
         # in between is let go here (:meth:`_tend_taken_early`).
         events = self._events
-        led = [p for p in self._grace.end_graces() if self._neli.leads(p)]
+        ended = self._grace.end_graces()
+        led = [p for p in ended if self._neli.leads(p)]
         if led:
             self.wanted.update(led)
             for p in led:
-                self._taken_early[p] = (self._neli.assigned_since(p), events)
+                self.lifecycles[p].taken_early = (self._neli.assigned_since(p), events)
             self._take_up(led)
+        for p in ended:  # not taken up (no longer led): its grace period is over here
+            if self.lifecycles[p].state is PartitionState.PROBING:
+                self.lifecycles[p].move(PartitionState.STANDBY)
 
     @property
     def detector(self) -> Detector | None:
@@ -368,12 +392,15 @@ class RelayWorker(PartitionWorker):
         or stopped), in case NELI revoked it before reporting it ACQUIRED (then no REVOKED
         follows). A revocation that does reach this thread later finds it handed over
         already, or not worked on."""
-        for partition, (since, events) in list(self._taken_early.items()):
-            if partition not in self.wanted or self._last_event.get(partition, -1) >= events:
+        for lc in self.lifecycles.values():
+            if lc.taken_early is None:
+                continue
+            partition, (since, events) = lc.partition, lc.taken_early
+            if partition not in self.wanted or lc.last_event >= events:
                 # NELI has reported an event for it since: its own events take it from here.
-                del self._taken_early[partition]
+                lc.taken_early = None
             elif self._neli.assigned_since(partition) != since:
-                del self._taken_early[partition]
+                lc.taken_early = None
                 self.wanted.discard(partition)
                 self.deferred.pop(partition, None)
                 if partition in self.active and not self.hand_over(partition):
@@ -402,7 +429,9 @@ class RelayWorker(PartitionWorker):
         lasted = self._handovers.end(partition)
         if lasted is not None:
             log.info("partition %d handed over after %.2f s", partition, lasted)
-        term = self._terms.pop(partition, None)
+        lifecycle = self.lifecycles[partition]
+        term = lifecycle.term
+        lifecycle.move(PartitionState.STANDBY)
         # Not for a partition whose output failed (its producer is gone: fenced, or the broker
         # did not answer): its records may be lost, and writing the release could only wait
         # out its timeout (0.8 s of a stalled worker in a benchmark run).

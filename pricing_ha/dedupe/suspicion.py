@@ -4,7 +4,8 @@
 because they went quiet (their owner looks gone). :class:`Suspicions` acts on that, from the
 worker thread:
 
-* it takes them over like any takeover (fence, marker, marks: :mod:`.succession`) through the
+* it moves them from STANDBY to SUSPECTING (:mod:`.lifecycle`), then takes them over like
+  any takeover (fence, marker, marks: :mod:`.succession`) through the
   worker's ``take_over``, traced as a ``relay.takeover`` span with
   ``pricing_ha.takeover.reason = "suspicion"`` and counted (``RelayStats.suspicions``);
 * it holds each one taken as a partition being handed over (:mod:`.handover`): emitted on
@@ -17,13 +18,14 @@ worker thread:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from opentelemetry import trace
 
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.detector import Detector
 from pricing_ha.dedupe.handover import HandOvers
+from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.member.worker import TakeoverDeferredError
@@ -46,6 +48,7 @@ class Suspicions:
         tracer: for the ``relay.takeover`` spans.
         stats: counts the takeovers begun on suspicion.
         session_timeout_s: the relay group's S (how long the group takes to follow).
+        lifecycles: the member's partitions (shared with the worker).
     """
 
     def __init__(
@@ -59,6 +62,7 @@ class Suspicions:
         tracer: trace.Tracer,
         stats: RelayStats,
         session_timeout_s: float,
+        lifecycles: Mapping[int, PartitionLifecycle],
     ) -> None:
         """Nothing taken over yet."""
         self.detector = detector
@@ -69,7 +73,7 @@ class Suspicions:
         self._tracer = tracer
         self._stats = stats
         self._bound_s = max(handovers.bound_s, 2 * session_timeout_s + 5.0)
-        self._pulsed: dict[int, float] = {}  # partition -> when this member last ticked it
+        self._lifecycles = lifecycles
 
     def tend(self, now: float, busy: Collection[int]) -> None:
         """Take over the quiet partitions not in ``busy`` (worked on, assigned, deferred or in
@@ -79,13 +83,16 @@ class Suspicions:
         if found:
             self._take(found, {p: self.detector.quiet_for(p, now) for p in found})
         pulse_s = self.detector.threshold_s / 3
-        for partition in self._handovers.partitions():
+        for partition in sorted(self._handovers.partitions()):
+            lc = self._lifecycles[partition]
             quiet = now - self._standby.last_record(partition)
-            if quiet > pulse_s and now - self._pulsed.get(partition, float("-inf")) > pulse_s:
-                self._pulsed[partition] = now
+            if quiet > pulse_s and now - lc.pulsed > pulse_s:
+                lc.pulsed = now
                 self._control.tick(partition)
 
     def _take(self, partitions: list[int], quiet: dict[int, float | None]) -> None:
+        for partition in partitions:
+            self._lifecycles[partition].move(PartitionState.SUSPECTING)
         log.warning(
             "partitions %s quiet for %s s: taking them over (their owner looks gone)",
             partitions,
