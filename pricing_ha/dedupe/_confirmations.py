@@ -9,7 +9,7 @@ deadline heap and placement, which :class:`~.arbitration.Arbiter` defines.
 from __future__ import annotations
 
 import heapq
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pricing_ha.dedupe._lines import (
     CONTINUED,
@@ -47,18 +47,8 @@ class Confirmations(Generic[T]):
         self.confirmed = 0
         self.unconfirmed = 0
 
-    def _place(
-        self,
-        line: Line[T],
-        pos: int,
-        item: T,
-        source: str,
-        now: float,
-        *,
-        out: list[Emission[T]],
-        since: float | None = None,
-    ) -> None:
-        raise NotImplementedError  # the arbiter's
+    def _place(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError  # the arbiter's: emit or hold a position (see there)
 
     def _reschedule(self, line: Line[T]) -> None:
         raise NotImplementedError  # the arbiter's

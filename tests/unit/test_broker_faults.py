@@ -1,8 +1,11 @@
-"""The broker-fault look-ups, against an in-memory stand-in for the admin client's metadata."""
+"""The broker-fault helpers: look-ups against an in-memory stand-in for the admin client's
+metadata, the coordinator's placement by Java's string hash, and the data wipe."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -11,12 +14,16 @@ from confluent_kafka.admin import AdminClient
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker_faults import (
     busiest_leader,
+    coordinator,
     coordinator_of,
+    leader_counts,
     offsets_partition,
     partition_leaders,
     under_replicated,
     wait_full_isr,
+    wipe_data,
 )
+from pricing_ha.local.kafka_node import KafkaNode
 
 
 @dataclass
@@ -54,7 +61,7 @@ def _admin(fake: _FakeAdmin) -> AdminClient:
 
 
 def _topic(*leaders: int, isr: int = 3) -> _Topic:
-    return _Topic({p: _Partition(n, list(range(1, isr + 1))) for p, n in enumerate(leaders)})
+    return _Topic({p: _Partition(n, list(range(1, isr + 1)), id=p) for p, n in enumerate(leaders)})
 
 
 def test_busiest_leader_is_the_node_leading_most_partitions() -> None:
@@ -62,6 +69,7 @@ def test_busiest_leader_is_the_node_leading_most_partitions() -> None:
     are not counted."""
     fake = _FakeAdmin({"prices": _topic(2, 3, 3, -1, 2, 3), "tied": _topic(3, 2)})
     assert partition_leaders(_admin(fake), "prices") == {0: 2, 1: 3, 2: 3, 4: 2, 5: 3}
+    assert leader_counts(_admin(fake), "prices") == Counter({3: 3, 2: 2})
     assert busiest_leader(_admin(fake), "prices") == 3
     assert busiest_leader(_admin(fake), "tied") == 2
 
@@ -113,3 +121,53 @@ def test_wait_full_isr_returns_once_whole_and_raises_naming_what_is_short() -> N
     stuck = _FakeAdmin({"t": _topic(1, 2, isr=2)})
     with pytest.raises(LocalKafkaError, match=r"ISR not back to 3 .*: t\[0\], t\[1\]"):
         wait_full_isr(_admin(stuck), ["t"], timeout_s=0.3)
+
+
+@pytest.mark.parametrize(
+    ("group", "partitions", "expected"),
+    [
+        ("abc", 1_000_000, 96354),  # Java: "abc".hashCode() == 96354
+        ("polygenelubricants", 50, 0),  # hashCode() == Integer.MIN_VALUE; Utils.abs -> 0
+        ("\u00e9t\u00e9", 1_000_000, 227_742),  # "été".hashCode(): UTF-16 units, not bytes
+    ],
+)
+def test_offsets_partition_follows_java_string_hash(
+    group: str, partitions: int, expected: int
+) -> None:
+    """The coordinator partition is Utils.abs(String.hashCode) mod the partition count."""
+    assert offsets_partition(group, partitions) == expected
+
+
+def test_coordinator_is_the_leader_of_the_groups_offsets_partition() -> None:
+    """A group's coordinator is the node leading its __consumer_offsets partition."""
+    leaders = [1, 2, 3, 3, 2, 1]
+    fake = _FakeAdmin({"__consumer_offsets": _topic(*leaders)})
+    for group in ("pricing.p1-ab", "pricing.p2-ab", "abc"):
+        assert coordinator(_admin(fake), group) == leaders[offsets_partition(group, 6)]
+
+
+class _Node:
+    def __init__(self, path: Path, running: bool = False) -> None:
+        self.dir = path
+        self.node_id = 1
+        self.running = running
+
+
+def test_wipe_keeps_identity_and_metadata_log_and_deletes_partition_data(tmp_path: Path) -> None:
+    """Partition logs and checkpoints go; meta.properties and the KRaft log stay."""
+    data = tmp_path / "data"
+    for d in ("prices-x-0", "__consumer_offsets-3", "__cluster_metadata-0"):
+        (data / d).mkdir(parents=True)
+        (data / d / "00000000000000000000.log").write_bytes(b"x")
+    for f in ("meta.properties", "recovery-point-offset-checkpoint", ".kafka_cleanshutdown"):
+        (data / f).write_text("x")
+    gone = wipe_data(cast(KafkaNode, _Node(tmp_path)))
+    assert sorted(p.name for p in data.iterdir()) == ["__cluster_metadata-0", "meta.properties"]
+    assert "prices-x-0" in gone
+    assert (data / "__cluster_metadata-0" / "00000000000000000000.log").exists()
+
+
+def test_wipe_refuses_a_running_node(tmp_path: Path) -> None:
+    """Deleting the data under a running broker is refused."""
+    with pytest.raises(LocalKafkaError, match="running"):
+        wipe_data(cast(KafkaNode, _Node(tmp_path, running=True)))
