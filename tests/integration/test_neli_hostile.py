@@ -142,6 +142,11 @@ async def test_a_forged_take_over_of_a_relay_partition_is_disproved_and_leading_
     relay.add_barrier(events.append)
     async with relay:
         await wait_for_async(lambda: relay.led_partitions() == set(range(M)), 30, "leadership")
+        # Told, too: is_leader answers before the check loop delivers ACQUIRED, and a partition
+        # fenced before its ACQUIRED went out is ACQUIRED later, never FENCED and RESUMED.
+        await wait_for_async(
+            lambda: sum(e.kind is EventKind.ACQUIRED for e in events) == M, 5, "ACQUIRED events"
+        )
         _write(bootstrap, topic, [(_forged(group, s=time.time()), None)])
         await wait_for_async(lambda: not relay.led_partitions(), 10, "the forged take-over")
         fenced_at = time.monotonic()
