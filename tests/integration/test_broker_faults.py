@@ -61,7 +61,16 @@ def _start(c: PricingCluster) -> None:
     c.relay("r2")
     c.wait_led(["p1", "p2", "relay"], timeout=180)
     c.feed(instruments=INSTRUMENTS, rate=1 / TICK_S, duration=180)
-    time.sleep(5)  # flowing before the fault
+    wait_for(
+        lambda: _priced(c) == INSTRUMENTS,
+        60,
+        lambda: f"{_priced(c)} instruments priced before the fault",
+    )
+
+
+def _priced(c: PricingCluster) -> int:
+    """How many instruments ``prices`` has carried a price of so far."""
+    return len({r.key for r in c.read("prices", idle_s=0.3, live=True) if r.seq is not None})
 
 
 def _topics(c: PricingCluster) -> list[str]:
