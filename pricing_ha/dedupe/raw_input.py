@@ -32,7 +32,7 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
-from pricing_ha.kafka.positions import committed_starts
+from pricing_ha.kafka.positions import any_unknown, committed_starts
 
 __all__ = ["FETCH_SETTINGS", "RawInput"]
 
@@ -71,10 +71,10 @@ class RawInput:
         topic: str,
         read_ahead: ReadAhead,
         *,
-        starting: Callable[[list[int]], None],
+        starting: Callable[[list[int], bool], None],
     ) -> None:
         """``starting`` is told of partitions assigned to the consumer (their first fetch is
-        awaited)."""
+        awaited), and whether any of them was assigned without a known start."""
         self._consumer = consumer
         self._topic = topic
         self._ahead = read_ahead
@@ -113,8 +113,9 @@ class RawInput:
         """Start reading ``partitions`` ahead of their takeover, from the committed offset as
         it stands now (:mod:`.read_ahead`)."""
         if partitions:
-            self._ahead.start(self.start_positions(partitions))
-            self._starting(partitions)
+            starts = self.start_positions(partitions)
+            self._ahead.start(starts)
+            self._starting(partitions, any_unknown(starts))
 
     def start_reading(self, partitions: list[int]) -> None:
         """Partitions just taken up: their records go to the hot path.
@@ -150,8 +151,9 @@ class RawInput:
                     known[partition],
                 )
         if plain:
-            self._consumer.incremental_assign(self.start_positions(plain))
-            self._starting(plain)
+            starts = self.start_positions(plain)
+            self._consumer.incremental_assign(starts)
+            self._starting(plain, any_unknown(starts))
 
     def rewind(self, partition: int, offset: int) -> bool:
         """Read ``partition`` again from ``offset``; ``False`` if the seek failed."""

@@ -141,7 +141,7 @@ class RelayWorker(PartitionWorker):
             self.consumer,
             cfg.topics.raw,
             self.read_ahead,
-            starting=self.starting,
+            starting=lambda partitions, unknown: self.starting(partitions, unknown=unknown),
         )
         self._hot = HotPath(
             self._out,

@@ -26,7 +26,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-__all__ = ["COORDINATOR_ERRORS", "committed_starts", "coordinator_trouble", "restart_unstarted"]
+__all__ = [
+    "COORDINATOR_ERRORS",
+    "any_unknown",
+    "committed_starts",
+    "coordinator_trouble",
+    "restart_unstarted",
+]
 
 log = logging.getLogger("pricing_ha.kafka")
 
@@ -87,6 +93,17 @@ def committed_starts(
             offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
             out.append(TopicPartition(tp.topic, tp.partition, offset))
     return out
+
+
+def any_unknown(starts: Iterable[TopicPartition]) -> bool:
+    """Whether :func:`committed_starts` left a partition for librdkafka to look up itself.
+
+    Its answer can be lost too (a request timed out while the coordinator stalled: a relay's
+    partitions assigned so after a 12 s broker stall were never fetched), so a worker that
+    assigns such a start checks soon after that the partition has started
+    (:func:`restart_unstarted`).
+    """
+    return any(tp.offset == OFFSET_INVALID for tp in starts)
 
 
 def coordinator_trouble(batch: Iterable[Message]) -> bool:

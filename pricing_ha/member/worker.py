@@ -217,12 +217,25 @@ class PartitionWorker(abc.ABC):
 
     # -- commits ------------------------------------------------------------------------------
 
-    def starting(self, partitions: list[int]) -> None:
+    def starting(self, partitions: list[int], *, unknown: bool = False) -> None:
         """``partitions`` were just added to the consumer's assignment: hold commits until
-        each has delivered a record, or for :data:`START_HOLD_S` (see there)."""
+        each has delivered a record, or for :data:`START_HOLD_S` (see there).
+
+        ``unknown``: some were assigned without a known start, left to librdkafka's own look-up
+        of the committed offset (:func:`pricing_ha.kafka.positions.any_unknown`): unstarted
+        partitions are restarted at their committed offsets :data:`HEAL_RETRY_S` later, and
+        again until every committed offset is known.
+        """
         now = time.monotonic()
         for partition in partitions:
             self._starting[partition] = now
+        if unknown:
+            self.heal_at(now + HEAL_RETRY_S)
+
+    def heal_at(self, when: float) -> None:
+        """Restart the partitions that have not started at ``when`` (monotonic), or sooner if
+        a restart was already due."""
+        self._heal_at = when if self._heal_at is None else min(self._heal_at, when)
 
     def commit_async(self, offsets: list[TopicPartition], *, now: bool = False) -> None:
         """Commit ``offsets`` asynchronously, unless a partition is starting (:meth:`starting`).
@@ -330,7 +343,7 @@ class PartitionWorker(abc.ABC):
                     continue
                 batch = [first, *self.consumer.consume(BATCH - 1, 0)]
                 if coordinator_trouble(batch):
-                    self._heal_at = time.monotonic()
+                    self.heal_at(time.monotonic())
                 if self._starting:
                     self.note_read(batch)
                 self.process(batch)

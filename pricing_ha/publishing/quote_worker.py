@@ -38,7 +38,7 @@ from pricing_ha.config import AppConfig
 from pricing_ha.kafka.dead_letter import DeadLetters, bounded_reason
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
-from pricing_ha.kafka.positions import committed_starts
+from pricing_ha.kafka.positions import any_unknown, committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
 from pricing_ha.kafka.replay_backoff import ReplayBackoff
 from pricing_ha.member.worker import COMMITTED_TIMEOUT_S, FLUSH_TIMEOUT_S, PartitionWorker
@@ -173,7 +173,7 @@ class QuoteWorker(PartitionWorker):
         topic = self._cfg.topics.quotes
         starts = committed_starts(self.consumer, topic, [partition], COMMITTED_TIMEOUT_S)
         self.consumer.incremental_assign(starts)
-        self.starting([partition])
+        self.starting([partition], unknown=any_unknown(starts))
 
     def unassign(self, partition: int) -> None:
         """Wait for the partition's output and commit it, then stop consuming it."""

@@ -20,6 +20,9 @@ from tests.waiting import wait_for
 
 TICK_S = 0.1
 RESUME_BOUND_S = 1.0
+# The feed runs this long past its schedule: it must still be quoting every instrument well after
+# the last SIGCONT on a loaded machine (end_feed_once_flowing ends it as soon as it has).
+FEED_SLACK_S = 60.0
 
 
 @pytest.fixture
@@ -38,6 +41,17 @@ def _first_publications_after(raw: list[Record], at_ns: int) -> dict[str, float]
         if ns >= at_ns:
             instrument = r.key.decode()
             out[instrument] = min(out.get(instrument, float("inf")), (ns - at_ns) / 1e9)
+    return out
+
+
+def _per_group_after(raw: list[Record], at_ns: int, instrument: str) -> dict[str, float]:
+    """Per ``group/member``, seconds from ``at_ns`` to its first ``instrument`` price after it."""
+    out: dict[str, float] = {}
+    for r in raw:
+        ns = int(r.headers["publish_ns"])
+        if r.key == instrument.encode() and ns >= at_ns:
+            who = f"{r.headers['group']}/{r.headers['member']}"
+            out[who] = min(out.get(who, float("inf")), (ns - at_ns) / 1e9)
     return out
 
 
@@ -96,10 +110,13 @@ def _judge(cluster: PricingCluster, resumed_ns: list[int]) -> None:
         delays = _first_publications_after(raw, at_ns)
         assert set(delays) == set(cluster.expected()), "an instrument never resumed"
         slowest = max(delays, key=lambda i: delays[i])
-        worst_by_stall.append((delays[slowest], slowest))
+        worst_by_stall.append((delays[slowest], slowest, at_ns))
     print("union resumed after SIGCONT (worst instrument per stall):", worst_by_stall)
-    worst = max(worst_by_stall)
-    assert worst[0] <= RESUME_BOUND_S, f"{worst[1]} resumed only {worst[0]:.2f} s after SIGCONT"
+    seconds, instrument, at_ns = max(worst_by_stall)
+    assert seconds <= RESUME_BOUND_S, (
+        f"{instrument} resumed only {seconds:.2f} s after SIGCONT; first price per member: "
+        f"{_per_group_after(raw, at_ns, instrument)}"
+    )
 
 
 def test_broker_stalls_of_one_two_and_four_s(
@@ -108,7 +125,7 @@ def test_broker_stalls_of_one_two_and_four_s(
     """Broker paused for 1, 2 and 4 session timeouts: the union resumes within 1 s each time."""
     s = cluster.session_ms / 1000
     settle = 2 * s
-    _start(cluster, feed_s=settle + (1 + 2 + 4) * s + 3 * settle + 2)
+    _start(cluster, feed_s=settle + (1 + 2 + 4) * s + 3 * settle + FEED_SLACK_S)
     resumed = []
     for factor in (1, 2, 4):
         time.sleep(settle)  # steady publishing before the fault
@@ -121,7 +138,7 @@ def test_stall_with_one_group_killed_meanwhile(
 ) -> None:
     """P2 dies during a 2S broker stall: P1, which kept its leadership, covers at SIGCONT."""
     s = cluster.session_ms / 1000
-    _start(cluster, feed_s=2 * s + 2 * s + 3 * s)
+    _start(cluster, feed_s=2 * s + 2 * s + FEED_SLACK_S)
     time.sleep(2 * s)
     own_broker.pause()
     try:
