@@ -181,12 +181,12 @@ class PriceClient:
         self._keys = None if self.instruments is None else {i.encode() for i in self.instruments}
         self.group_id = group_id
         self._conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap_servers,
             "fetch.wait.max.ms": 10,
             "log.connection.close": False,
             "auto.offset.reset": "earliest",  # a resume position lost to retention: the start
             **extra,
             **FIXED_SETTINGS,
+            "bootstrap.servers": bootstrap_servers,
             # Never joined: assign() needs no group, librdkafka needs an id to commit with.
             "group.id": group_id or f"pricing-ha-client-{uuid.uuid4().hex[:12]}",
         }

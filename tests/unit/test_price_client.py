@@ -327,3 +327,26 @@ async def test_missing_topic_is_a_layout_error() -> None:
         async with client:
             pass
     assert topic.closed
+
+
+async def test_security_settings_and_callbacks_reach_the_consumer() -> None:
+    """The caller's librdkafka settings, an MSK IAM oauth_cb included, reach the consumer."""
+    topic = FakeTopic()
+
+    def token(_config: str | None) -> tuple[str, float]:
+        return "token", 0.0
+
+    settings = {"security.protocol": "SASL_SSL", "oauth_cb": token}
+    async with PriceClient("b:9092", TOPIC, settings=settings, consumer_factory=topic.factory):
+        pass
+    assert topic.conf["oauth_cb"] is token
+    assert topic.conf["security.protocol"] == "SASL_SSL"
+    assert topic.conf["bootstrap.servers"] == "b:9092"
+
+
+def test_the_package_exports_the_client() -> None:
+    """``pricing_ha.subscribing`` exports exactly the client, its price and its gap, sorted."""
+    import pricing_ha.subscribing as facade
+
+    assert facade.__all__ == sorted(facade.__all__) == ["Gap", "Price", "PriceClient"]
+    assert facade.PriceClient is PriceClient
