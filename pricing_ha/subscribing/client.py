@@ -188,7 +188,7 @@ class PriceClient:
             **FIXED_SETTINGS,
             "bootstrap.servers": bootstrap_servers,
             # Never joined: assign() needs no group, librdkafka needs an id to commit with.
-            "group.id": group_id or f"pricing-ha-client-{uuid.uuid4().hex[:12]}",
+            "group.id": group_id or f"pricing-ha-subscriber-{uuid.uuid4().hex[:12]}",
         }
         self._start_positions = dict(positions or {})
         self._last_values = last_values

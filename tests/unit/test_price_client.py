@@ -350,3 +350,17 @@ def test_the_package_exports_the_client() -> None:
 
     assert facade.__all__ == sorted(facade.__all__) == ["Gap", "Price", "PriceClient"]
     assert facade.PriceClient is PriceClient
+
+
+async def test_the_default_group_id_is_granted_to_the_subscriber_role() -> None:
+    """With no group_id, the consumer's id is one the subscriber role's ACLs allow."""
+    from fnmatch import fnmatchcase
+
+    from pricing_ha.config import AppConfig
+    from pricing_ha.security import role_table
+
+    topic = FakeTopic()
+    async with PriceClient("b:9092", TOPIC, consumer_factory=topic.factory):
+        pass
+    grants = role_table(AppConfig())["subscriber"].groups
+    assert any(fnmatchcase(topic.conf["group.id"], g) for g in grants), grants
