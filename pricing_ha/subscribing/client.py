@@ -37,33 +37,26 @@ should not block.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.control import RESET, control_kind
-from pricing_ha.errors import TopicLayoutError
-from pricing_ha.kafka.partitioning import instrument_partition
-from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 from pricing_ha.subscribing._last_values import read_last_values
+from pricing_ha.subscribing._reader import AssignedReader, fetch_batch, wanted_partitions
 
 __all__ = ["Gap", "Price", "PriceClient"]
 
 log = logging.getLogger("pricing_ha.client")
 
-_BATCH = 1000
 _WAIT_S = 0.1  # longest single poll: close() and staleness are seen this promptly
-_R = TypeVar("_R")
 
 #: Settings the client fixes (a caller's ``settings`` may not change them).
 FIXED_SETTINGS: dict[str, Any] = {
@@ -122,7 +115,7 @@ def _consumer(conf: dict[str, Any]) -> Any:
     return Consumer(conf, logger=log)
 
 
-class PriceClient:
+class PriceClient(AssignedReader):
     """Typed prices from ``prices`` (see the module docstring).
 
     Args:
@@ -169,6 +162,7 @@ class PriceClient:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Prepares the client; nothing connects until :meth:`start`."""
+        super().__init__(thread_name="price-client")
         extra = dict(settings or {})
         for key, value in FIXED_SETTINGS.items():
             if key in extra and extra[key] != value:
@@ -200,9 +194,6 @@ class PriceClient:
         self._factory = consumer_factory
         self._clock = clock
         self._arbiter: Arbiter[Price] = Arbiter(0.0)  # in order already: a jump is a gap at once
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="price-client")
-        self._consumer: Any = None
-        self._closed = False
         self._floor: dict[int, int] = {}  # partition -> first live offset (older: ignored)
         self._positions: dict[int, int] = {}
         self._pending: list[Price] = []  # last values, handed out first
@@ -213,9 +204,6 @@ class PriceClient:
         self.invalid = 0
         self.errors = 0
 
-    async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
     async def start(self) -> None:
         """Connects, assigns the partitions needed and reads back the last values.
 
@@ -224,18 +212,8 @@ class PriceClient:
             TopicLayoutError: if the topic does not exist.
         """
         self._consumer = self._factory(dict(self._conf))
-        md = await self._call(
-            fetch_metadata, self._consumer, self.bootstrap_servers, self._timeout_s
-        )
-        meta = md.topics.get(self.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise TopicLayoutError(f"topic {self.topic!r} does not exist")
-        count = len(meta.partitions)
-        wanted: dict[int, set[bytes]] | None = None
-        if self.instruments is not None:
-            wanted = {}
-            for name in self.instruments:
-                wanted.setdefault(instrument_partition(name, count), set()).add(name.encode())
+        count = await self._partition_count(self.topic, self.bootstrap_servers, self._timeout_s)
+        wanted = wanted_partitions(self.instruments, count)
         self.assigned = tuple(sorted(wanted) if wanted is not None else range(count))
         starts = await self._call(self._resume_offsets)
         at_end = [p for p in self.assigned if starts[p] == OFFSET_END]
@@ -291,33 +269,6 @@ class PriceClient:
         if offsets and self._consumer is not None:
             await self._call(lambda: self._consumer.commit(offsets=offsets, asynchronous=False))
 
-    async def close(self) -> None:
-        """Closes the consumer (after any in-flight poll); iteration ends. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._consumer is not None:
-            await self._call(self._consumer.close)
-        self._executor.shutdown(wait=False)
-
-    async def __aenter__(self) -> PriceClient:
-        """Starts the client (closing it again if that fails)."""
-        try:
-            await self.start()
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Closes the client."""
-        await self.close()
-
     def __aiter__(self) -> AsyncIterator[Price]:
         """Every price, until :meth:`close`."""
         return self._iterate()
@@ -341,7 +292,7 @@ class PriceClient:
             return out
         if self._consumer is None or self._closed:
             return []
-        msgs = await self._call(_fetch, self._consumer, timeout_s)
+        msgs = await self._call(fetch_batch, self._consumer, timeout_s)
         now = self._clock()
         out = []
         for msg in msgs:
@@ -417,9 +368,3 @@ class PriceClient:
             if now - seen > bound and name not in self._stale:
                 self._stale.add(name)
                 callback(name, now - seen)
-
-
-def _fetch(consumer: Any, wait_s: float) -> list[Message]:
-    """Waits up to ``wait_s`` for one record, then takes whatever else is already there."""
-    first: list[Message] = consumer.consume(1, wait_s)
-    return first + consumer.consume(_BATCH - 1, 0) if first else first
