@@ -38,8 +38,8 @@ async def test_filter_last_values_and_resume_hand_out_every_seq_once(
     cluster: PricingCluster,
 ) -> None:
     """A filtered client gets one partition, one instrument's last value then every later seq;
-    an unfiltered client committing to a group, then its successor, get every seq once; the
-    example prints a last value."""
+    an unfiltered client committing to a group, then its successor, and a client resuming
+    from positions get every seq once; the example prints a last value."""
     cluster.publisher("p1", "a")
     cluster.publisher("p2", "a")
     cluster.relay("r1")
@@ -97,6 +97,13 @@ async def test_filter_last_values_and_resume_hand_out_every_seq_once(
         assert {s for (i, s) in counts if i == name} == set(range(firsts[name].seq, last + 1))
     assert resumed
     assert not any(p.last_value for p in resumed), "resumed, not restarted"
+    # The filtered client's positions: a new client resumes right after its last price.
+    after: list[Price] = []
+    async with PriceClient(bootstrap, topic, instruments=[wanted], positions=one.positions()) as c:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not after or after[-1].seq < expected[wanted]):
+            after += await c.poll(0.2)
+    assert [p.seq for p in after] == list(range(got_one[-1].seq + 1, expected[wanted] + 1))
     assert gaps == []
     # The example, run as documented, prints the instrument's last price.
     example = cluster.procs.spawn(
