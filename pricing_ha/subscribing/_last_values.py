@@ -15,14 +15,14 @@ Runs on the client's consumer thread (blocking librdkafka calls).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import Message, TopicPartition
 
 from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_kind
+from pricing_ha.kafka.ranges import read_ranges
 
 __all__ = ["LastValues", "Reader", "read_last_values"]
 
@@ -141,36 +141,19 @@ def _read(
 ) -> None:
     """Reads ``[first, stop)`` of each partition; keeps, per instrument, the newest price of
     the window unless a later window (read earlier) found one already."""
-    reader.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
-    pending = {p for p, (first, stop) in ranges.items() if stop > first}
-    newest: dict[int, dict[bytes, Message]] = {p: {} for p in pending}
-    deadline = time.monotonic() + timeout_s
-    while pending and time.monotonic() < deadline:
-        for msg in reader.consume(_BATCH, _POLL_S):
-            p, offset = msg.partition(), msg.offset()
-            if p not in pending or offset is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(p)
-                continue
-            stop = ranges[p][1]
-            if offset >= stop - 1:
-                pending.discard(p)
-            if offset >= stop:
-                continue
-            key = msg.key()
-            control = control_kind(key, msg.headers())
-            if control is None and isinstance(key, bytes):
-                newest[p][key] = msg
-            elif control is not None and control[0] == CHECKPOINT:
-                s = state[p]
-                view = PartitionView.decode(msg.value() or b"", offset)
-                if view is not None and offset > s.newest_checkpoint:
-                    s.newest_checkpoint = offset
-                    s.named = {k.encode() for k in view.high}
+    newest: dict[int, dict[bytes, Message]] = {p: {} for p in ranges}
+    for msg in read_ranges(reader, topic, ranges, timeout_s, batch=_BATCH, poll_s=_POLL_S):
+        p, offset = msg.partition() or 0, msg.offset() or 0
+        key = msg.key()
+        control = control_kind(key, msg.headers())
+        if control is None and isinstance(key, bytes):
+            newest[p][key] = msg
+        elif control is not None and control[0] == CHECKPOINT:
+            s = state[p]
+            view = PartitionView.decode(msg.value() or b"", offset)
+            if view is not None and offset > s.newest_checkpoint:
+                s.newest_checkpoint = offset
+                s.named = {k.encode() for k in view.high}
     for p, found in newest.items():
-        s = state[p]
         for key, msg in found.items():
-            s.found.setdefault(key, msg)
+            state[p].found.setdefault(key, msg)

@@ -48,6 +48,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPart
 
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.control import RESET, control_kind
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 from pricing_ha.subscribing._last_values import read_last_values
 from pricing_ha.subscribing._reader import AssignedReader, fetch_batch, wanted_partitions
@@ -175,7 +176,7 @@ class PriceClient(AssignedReader):
         self._keys = None if self.instruments is None else {i.encode() for i in self.instruments}
         self.group_id = group_id
         self._conf: dict[str, Any] = {
-            "fetch.wait.max.ms": 10,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,  # no latency: a fetch returns on a record
             "log.connection.close": False,
             "auto.offset.reset": "earliest",  # a resume position lost to retention: the start
             **extra,
