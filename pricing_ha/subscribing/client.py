@@ -52,12 +52,14 @@ from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 from pricing_ha.subscribing._last_values import read_last_values
 from pricing_ha.subscribing._reader import AssignedReader, fetch_batch, wanted_partitions
+from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["Gap", "Price", "PriceClient"]
 
 log = logging.getLogger("pricing_ha.client")
 
 _WAIT_S = 0.1  # longest single poll: close() and staleness are seen this promptly
+_WARN_INTERVAL_S = 10.0  # a broken topic repeats one problem per record: one line per interval
 
 #: Settings the client fixes (a caller's ``settings`` may not change them).
 FIXED_SETTINGS: dict[str, Any] = {
@@ -194,6 +196,7 @@ class PriceClient(AssignedReader):
         self._max_records = last_value_max_records
         self._factory = consumer_factory
         self._clock = clock
+        self._warnings = RateLimitedWarnings(log, _WARN_INTERVAL_S, clock=clock)
         self._arbiter: Arbiter[Price] = Arbiter(0.0)  # in order already: a jump is a gap at once
         self._floor: dict[int, int] = {}  # partition -> first live offset (older: ignored)
         self._positions: dict[int, int] = {}
@@ -308,7 +311,7 @@ class PriceClient(AssignedReader):
         if err is not None:
             if err.code() != KafkaError._PARTITION_EOF:
                 self.errors += 1
-                log.warning("consumer error on %s: %s", self.topic, err)
+                self._warnings.warn("error", "consumer error on %s: %s", self.topic, err)
             return
         partition, offset = msg.partition() or 0, msg.offset() or 0
         if not last_value and offset < self._floor.get(partition, 0):
@@ -326,11 +329,15 @@ class PriceClient(AssignedReader):
             p = decode_price(msg.value())
         except InvalidPriceError as exc:
             self.invalid += 1
-            log.warning("undecodable price at %s/%s: %s", partition, offset, exc)
+            self._warnings.warn(
+                "undecodable", "undecodable price at %s/%s: %s", partition, offset, exc
+            )
             return
         if key is not None and key != p.instrument.encode():
             self.invalid += 1
-            log.warning("price of %s under key %r at %s/%s", p.instrument, key, partition, offset)
+            self._warnings.warn(
+                "key", "price of %s under key %r at %s/%s", p.instrument, key, partition, offset
+            )
             return
         price = Price(
             p.instrument,
@@ -348,8 +355,13 @@ class PriceClient(AssignedReader):
         emissions = self._arbiter.offer(p.instrument, p.seq, price, "prices", now, epoch=p.epoch)
         if self._arbiter.duplicates != dropped:
             self.duplicates += 1
-            log.warning(
-                "duplicate of %s seq %d at %s/%s dropped", p.instrument, p.seq, partition, offset
+            self._warnings.warn(
+                "duplicate",
+                "duplicate of %s seq %d at %s/%s dropped",
+                p.instrument,
+                p.seq,
+                partition,
+                offset,
             )
         for e in emissions:
             self._emit(e, now, out)
