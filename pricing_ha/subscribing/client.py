@@ -143,7 +143,8 @@ class PriceClient(AssignedReader):
         clock: monotonic seconds (staleness).
 
     Raises:
-        ValueError: if ``settings`` tries to change a fixed setting, or a bound is not positive.
+        ValueError: if ``settings`` tries to change a fixed setting or holds ``group.id``, or
+            the staleness bound is not positive.
     """
 
     def __init__(
@@ -170,6 +171,8 @@ class PriceClient(AssignedReader):
         for key, value in FIXED_SETTINGS.items():
             if key in extra and extra[key] != value:
                 raise ValueError(f"setting {key!r} is fixed at {value!r} by the client")
+        if "group.id" in extra:
+            raise ValueError("pass the consumer group as group_id, not in settings")
         if stale_after_s is not None and stale_after_s <= 0:
             raise ValueError(f"stale_after_s must be > 0, got {stale_after_s}")
         self.bootstrap_servers = bootstrap_servers

@@ -317,6 +317,8 @@ def test_fixed_settings_cannot_be_overridden() -> None:
     """read_uncommitted would show a deposed relay's aborted prices: refused."""
     with pytest.raises(ValueError, match=r"isolation\.level"):
         PriceClient("b:9092", settings={"isolation.level": "read_uncommitted"})
+    with pytest.raises(ValueError, match="group_id"):
+        PriceClient("b:9092", settings={"group.id": "g"})
 
 
 async def test_missing_topic_is_a_layout_error() -> None:
