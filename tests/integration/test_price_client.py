@@ -9,11 +9,18 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import Producer
+
+from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.publishing.pricing import Price as WirePrice
+from pricing_ha.publishing.pricing import encode_price
 from pricing_ha.subscribing.client import Gap, Price, PriceClient
 from tests.waiting import wait_for
 
@@ -115,3 +122,47 @@ async def test_filter_last_values_and_resume_hand_out_every_seq_once(
         assert "last value" in example.log_tail()
     finally:
         example.stop(grace_s=5)
+
+
+_Record = tuple[bytes | None, bytes, list[tuple[str, str | bytes | None]]]  # key, value, headers
+
+
+def _price(instrument: str, seq: int) -> bytes:
+    return encode_price(
+        WirePrice(instrument=instrument, seq=seq, bid=1.0, ask=1.2, mid=1.1, source_time_ns=1)
+    )
+
+
+async def test_aborted_open_and_control_records_are_never_handed_out(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """read_committed: an aborted price never appears, an open transaction's price comes once
+    it commits (live starts at the last stable offset), control records are skipped."""
+    topic = topic_factory(1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": uuid.uuid4().hex})
+    producer.init_transactions(30)
+
+    def transaction(*values: _Record) -> None:
+        producer.begin_transaction()
+        for key, value, headers in values:
+            producer.produce(topic, value, key, partition=0, headers=headers)
+        producer.flush(10)
+
+    control: _Record = (None, b"", [(CONTROL_HEADER, b"takeover")])
+    transaction((b"X", _price("X", 1), []), control, (b"X", _price("X", 2), []))
+    producer.commit_transaction(30)
+    transaction((b"X", _price("X", 99), []))
+    producer.abort_transaction(30)
+    transaction((b"X", _price("X", 3), []))  # left open while the client connects
+    gaps: list[Gap] = []
+    async with PriceClient(bootstrap, topic, on_gap=gaps.append) as client:
+        got = await client.poll(0)
+        assert [(p.seq, p.last_value) for p in got] == [(2, True)]
+        await asyncio.to_thread(producer.commit_transaction, 30)
+        transaction(control, (b"X", _price("X", 4), []))
+        await asyncio.to_thread(producer.commit_transaction, 30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (not got or got[-1].seq < 4):
+            got += await client.poll(0.2)
+    assert [(p.seq, p.last_value) for p in got] == [(2, True), (3, False), (4, False)]
+    assert (gaps, client.invalid, client.duplicates) == ([], 0, 0)
