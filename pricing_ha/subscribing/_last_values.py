@@ -70,6 +70,7 @@ class _Partition:
     low: int
     end: int
     start: int  # the current window's first offset
+    wanted: set[bytes] | None  # the instruments wanted here (None: all)
     found: dict[bytes, Message] = field(default_factory=dict)
     named: set[bytes] | None = None  # instruments of the newest checkpoint seen
     newest_checkpoint: int = -1
@@ -106,14 +107,16 @@ def read_last_values(
         if high <= low or (wanted is not None and not wanted.get(p)):
             out.complete.add(p)
             continue
-        state[p] = _Partition(low, high, max(low, high - _FIRST_WINDOW))
+        state[p] = _Partition(
+            low, high, max(low, high - _FIRST_WINDOW), None if wanted is None else wanted[p]
+        )
     window = _FIRST_WINDOW
     ranges = {p: (s.start, s.end) for p, s in state.items()}
     while ranges:
         _read(reader, topic, ranges, state, timeout_s)
         for p in list(ranges):
             s = state[p]
-            need = wanted.get(p, set()) if wanted is not None else s.named
+            need = s.wanted if s.wanted is not None else s.named
             if s.start <= s.low or (need is not None and need <= s.found.keys()):
                 out.complete.add(p)
         window *= 4
@@ -147,7 +150,9 @@ def _read(
         key = msg.key()
         control = control_kind(key, msg.headers())
         if control is None and isinstance(key, bytes):
-            newest[p][key] = msg
+            wanted = state[p].wanted
+            if wanted is None or key in wanted:
+                newest[p][key] = msg
         elif control is not None and control[0] == CHECKPOINT:
             s = state[p]
             view = PartitionView.decode(msg.value() or b"", offset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from confluent_kafka import (
@@ -13,6 +14,8 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pricing_ha.dedupe.control import CHECKPOINT, RESET, PartitionView
 from pricing_ha.errors import TopicLayoutError
@@ -20,6 +23,7 @@ from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.publishing.pricing import Price as WirePrice
 from pricing_ha.publishing.pricing import encode_price
+from pricing_ha.subscribing import _last_values
 from pricing_ha.subscribing.client import Gap, Price, PriceClient
 
 TOPIC = "prices"
@@ -366,3 +370,40 @@ async def test_the_default_group_id_is_granted_to_the_subscriber_role() -> None:
         pass
     grants = role_table(AppConfig())["subscriber"].groups
     assert any(fnmatchcase(topic.conf["group.id"], g) for g in grants), grants
+
+
+_NAMES = ("A", "B", "C", "D", "E")
+
+
+@settings(max_examples=150)
+@given(
+    events=st.lists(st.sampled_from((*_NAMES, "tick", "checkpoint")), max_size=60),
+    wanted=st.none() | st.frozensets(st.sampled_from(_NAMES), min_size=1),
+)
+def test_read_back_finds_the_latest_price_of_every_instrument(
+    events: list[str], wanted: frozenset[str] | None
+) -> None:
+    """Whatever the history, the read-back (in windows of 4 here) returns exactly the latest
+    record of each instrument (of the filter) priced on the partition, given checkpoints that
+    name every instrument priced before them, as the relay's do."""
+    topic = FakeTopic(partitions=1)
+    latest: dict[str, int] = {}
+    seq = 0
+    for event in events:
+        if event == "tick":
+            topic.control(0, b"tick")
+        elif event == "checkpoint":
+            view = PartitionView(position=len(topic.log[0]), high=dict.fromkeys(latest, 1))
+            topic.control(0, CHECKPOINT, view.encode())
+        else:
+            seq += 1
+            latest[event] = len(topic.log[0])
+            topic.price(event, seq)
+    keys = None if wanted is None else {0: {w.encode() for w in wanted}}
+    with patch.object(_last_values, "_FIRST_WINDOW", 4):
+        found = _last_values.read_last_values(
+            topic, TOPIC, [0], keys, max_records=1000, timeout_s=1.0
+        )
+    expected = {n: o for n, o in latest.items() if wanted is None or n in wanted}
+    assert {(m.key() or b"").decode(): m.offset() for m in found.records} == expected
+    assert found.ends == {0: len(topic.log[0])}
