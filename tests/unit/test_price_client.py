@@ -256,15 +256,24 @@ async def test_group_commit_is_where_the_next_client_resumes() -> None:
     assert topic.conf["group.id"] == "g"
 
 
-async def test_gap_callback_fires_on_a_forged_gap_and_duplicates_are_dropped() -> None:
-    """A jump of seq calls on_gap with the missing count; a repeated seq is never handed out."""
+async def gap_watcher(instrument: str) -> tuple[FakeTopic, PriceClient, list[Gap]]:
+    """A started client of one instrument on a fresh topic, and the gaps it reports."""
     topic = FakeTopic()
-    a = sym(1)
     gaps: list[Gap] = []
     client = PriceClient(
-        "b:9092", TOPIC, instruments=[a], on_gap=gaps.append, consumer_factory=topic.factory
+        "b:9092",
+        TOPIC,
+        instruments=[instrument],
+        on_gap=gaps.append,
+        consumer_factory=topic.factory,
     )
     await client.start()
+    return topic, client, gaps
+
+
+async def test_gap_callback_fires_on_a_forged_gap_and_duplicates_are_dropped() -> None:
+    """A jump of seq calls on_gap with the missing count; a repeated seq is never handed out."""
+    topic, client, gaps = await gap_watcher(a := sym(1))
     for seq in (1, 2, 5, 5, 4, 6):
         topic.price(a, seq)
     got = await drain(client)
@@ -275,13 +284,7 @@ async def test_gap_callback_fires_on_a_forged_gap_and_duplicates_are_dropped() -
 
 async def test_a_new_epoch_restarts_the_seq_check_and_a_reset_restarts_the_mark() -> None:
     """Seq 1 of a later epoch is no gap; after a reset control record a lower seq is taken."""
-    topic = FakeTopic()
-    a = sym(1)
-    gaps: list[Gap] = []
-    client = PriceClient(
-        "b:9092", TOPIC, instruments=[a], on_gap=gaps.append, consumer_factory=topic.factory
-    )
-    await client.start()
+    topic, client, gaps = await gap_watcher(a := sym(1))
     topic.price(a, 7, epoch=1)
     topic.price(a, 1, epoch=2)
     topic.control(1, RESET, instrument=a.encode())
