@@ -31,7 +31,7 @@ def go_subscriber(tmp_path_factory: pytest.TempPathFactory) -> Path:
     go = shutil.which("go")
     if go is None:
         pytest.fail(
-            "`go` is not on PATH: the Go toolchain (1.22+) is part of this machine and this "
+            "`go` is not on PATH: the Go toolchain (1.26+) is part of this machine and this "
             "test builds examples/go-subscriber with it (scripts/bootstrap checks for it too)"
         )
     out = tmp_path_factory.mktemp("go") / "go-subscriber"

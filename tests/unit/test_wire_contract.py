@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from hypothesis import given
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
 
 from neli import Heartbeat as NeliHeartbeat
 from pricing_ha import wire
@@ -35,9 +36,11 @@ from pricing_ha.publishing.pricing import (
 )
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import MAX_SEQ, Quote, encode_quote, parse_quote
-from pricing_ha.telemetry import Telemetry
+from pricing_ha.telemetry import PricePathSampler, Telemetry
+from pricing_ha.telemetry.pricepath import PricePath
 from tests.unit import test_publisher_commits as pc
 from tests.unit.relay_hot_path import RecordingProducer, Relay
+from tests.unit.test_feed_producer import run as run_feed
 
 symbols = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=64)
 quotes = st.builds(
@@ -254,3 +257,23 @@ def test_neli_heartbeats_decode_into_the_heartbeat_struct(since: float | None) -
         {"traceparent": "00-x", "n": 1},
         since,
     )
+
+
+def test_the_feeds_records_are_quotes_with_quote_headers() -> None:
+    """What the feed sends: a Quote value keyed by its instrument; a sampled one's headers are
+    QuoteHeaders with a traceparent."""
+    provider = TracerProvider(sampler=PricePathSampler(0.01))
+    try:
+        draws = iter([0.0, 0.9] * 2)
+        path = PricePath(provider.get_tracer("t"), 0.5, rng=lambda: next(draws))
+        _, producer = run_feed(rate_hz=0, count=4, price_path=path)
+    finally:
+        provider.shutdown()
+    assert len(producer.sent) == 4
+    traced = 0
+    for call in producer.sent:
+        quote = msgspec.json.decode(call["value"], type=wire.Quote)
+        assert call["key"] in (quote.instrument, quote.instrument.encode())
+        headers = msgspec.convert(header_dict(call.get("headers")), wire.QuoteHeaders)
+        traced += headers.traceparent is not msgspec.UNSET
+    assert traced == 2
