@@ -21,11 +21,13 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from pricing_ha.publishing.epochs import MAX_EPOCH
-from pricing_ha.publishing.quotes import MAX_SEQ
+from pricing_ha.publishing.epochs import MAX_EPOCH, SEQ_BITS
 
 __all__ = ["Checkpoint", "Heartbeat", "Price", "Quote"]
 
+#: Largest seq (``pricing_ha.publishing.quotes.MAX_SEQ``; from the epochs module, which
+#: imports nothing, so that the decoders there can use these structs without an import cycle).
+MAX_SEQ = (1 << SEQ_BITS) - 1
 #: Longest instrument symbol a publisher accepts (``validate_quote``).
 MAX_SYMBOL_LEN = 64
 

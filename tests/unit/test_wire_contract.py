@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, cast
 
@@ -30,12 +31,19 @@ from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.publishing.epochs import position
 from pricing_ha.publishing.pricing import (
     InstrumentParams,
+    InvalidPriceError,
     decode_price,
     encode_price,
     price_quote,
 )
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
-from pricing_ha.publishing.quotes import MAX_SEQ, Quote, encode_quote, parse_quote
+from pricing_ha.publishing.quotes import (
+    MAX_SEQ,
+    InvalidQuoteError,
+    Quote,
+    encode_quote,
+    parse_quote,
+)
 from pricing_ha.telemetry import PricePathSampler, Telemetry
 from pricing_ha.telemetry.pricepath import PricePath
 from tests.unit import test_publisher_commits as pc
@@ -84,12 +92,30 @@ def test_encoded_prices_decode_into_the_price_struct_and_encode_canonically(q: Q
 
 def test_a_price_of_an_older_writer_has_epoch_zero_in_both_decoders() -> None:
     """A value without epoch decodes to epoch 0, as decode_price reads it; extra fields are
-    ignored, and a boolean is not an integer for either decoder."""
+    ignored; a boolean is not an integer, and seq stops at MAX_SEQ, as for decode_price."""
     doc = {"ask": 2.0, "bid": 1.0, "instrument": "X", "mid": 1.5, "seq": 3, "source_time_ns": 1}
     data = orjson.dumps({**doc, "extra": [1]})
     assert msgspec.json.decode(data, type=wire.Price).epoch == decode_price(data).epoch == 0
     with pytest.raises(msgspec.ValidationError):
         msgspec.json.decode(orjson.dumps({**doc, "seq": True}), type=wire.Price)
+    assert (
+        msgspec.json.decode(orjson.dumps({**doc, "seq": MAX_SEQ}), type=wire.Price).seq == MAX_SEQ
+    )
+    too_far = orjson.dumps({**doc, "seq": MAX_SEQ + 1})
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.decode(too_far, type=wire.Price)
+    with pytest.raises(InvalidPriceError):
+        decode_price(too_far)
+
+
+def test_an_overlong_instrument_is_refused_by_both_quote_decoders() -> None:
+    """65 characters: parse_quote dead-letters the quote, and wire.Quote refuses it."""
+    q = Quote(instrument="X" * 65, seq=1, bid=1.0, ask=1.0, source_time_ns=0)
+    with pytest.raises(InvalidQuoteError):
+        parse_quote(encode_quote(q), q.instrument.encode())
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.decode(encode_quote(q), type=wire.Quote)
+    assert msgspec.json.decode(encode_quote(replace(q, instrument="X" * 64)), type=wire.Quote)
 
 
 def test_publisher_headers_are_raw_price_headers() -> None:
