@@ -27,7 +27,8 @@ BUILD_TIMEOUT_S = 300
 
 @pytest.fixture(scope="module")
 def go_subscriber(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example, built into a temporary directory (go.mod and go.sum as committed)."""
+    """The example, vetted and built into a temporary directory (go.mod and go.sum as
+    committed: nothing is resolved anew)."""
     go = shutil.which("go")
     if go is None:
         pytest.fail(
@@ -36,16 +37,17 @@ def go_subscriber(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     out = tmp_path_factory.mktemp("go") / "go-subscriber"
     env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-    built = subprocess.run(
-        [go, "build", "-o", str(out), "."],
-        cwd=GO_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
-    assert built.returncode == 0, f"go build failed:\n{built.stdout}\n{built.stderr}"
+    for step in (["vet", "."], ["build", "-o", str(out), "."]):
+        done = subprocess.run(
+            [go, *step],
+            cwd=GO_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+        assert done.returncode == 0, f"go {step[0]} failed:\n{done.stdout}\n{done.stderr}"
     return out
 
 
@@ -97,4 +99,5 @@ def test_go_subscriber_sees_every_price_once_across_a_relay_failover(
     assert seen == {name: (last, 1, last, 0, 0) for name, last in expected.items()}, got
     assert (got["gaps"], got["duplicates"], got["invalid"]) == (0, 0, 0), got
     assert got["controls"] > 0, "the takeover's control records were never seen (or not skipped)"
+    assert all(i["max_staleness_ms"] > 0 for i in got["instruments"].values()), got
     print(f"go subscriber: {got['prices']} prices, {got['controls']} control records skipped")
