@@ -21,13 +21,13 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from pricing_ha.publishing.epochs import MAX_EPOCH, SEQ_BITS
-
 __all__ = ["Checkpoint", "Heartbeat", "Price", "Quote"]
 
-#: Largest seq (``pricing_ha.publishing.quotes.MAX_SEQ``; from the epochs module, which
-#: imports nothing, so that the decoders there can use these structs without an import cycle).
-MAX_SEQ = (1 << SEQ_BITS) - 1
+# The bounds of pricing_ha.publishing (quotes.MAX_SEQ, epochs.MAX_EPOCH: both must fit Kafka
+# headers, Spark LongType and Parquet int64), restated here because the wire contract is a layer
+# below publishing, whose decoders are to use it; test_wire_contract holds them equal.
+MAX_SEQ = 2**63 - 1
+MAX_EPOCH = 2**63 - 1
 #: Longest instrument symbol a publisher accepts (``validate_quote``).
 MAX_SYMBOL_LEN = 64
 

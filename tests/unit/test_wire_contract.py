@@ -303,3 +303,12 @@ def test_the_feeds_records_are_quotes_with_quote_headers() -> None:
         headers = msgspec.convert(header_dict(call.get("headers")), wire.QuoteHeaders)
         traced += headers.traceparent is not msgspec.UNSET
     assert traced == 2
+
+
+def test_the_wire_bounds_are_the_publishers_bounds() -> None:
+    """The seq, epoch and symbol bounds the structs state are the ones publishing enforces."""
+    from pricing_ha.publishing import epochs, quotes
+    from pricing_ha.wire import _values
+
+    assert (_values.MAX_SEQ, _values.MAX_EPOCH) == (quotes.MAX_SEQ, epochs.MAX_EPOCH)
+    assert _values.MAX_SYMBOL_LEN == quotes._MAX_SYMBOL_LEN
