@@ -55,22 +55,21 @@ type summary struct {
 
 // onPrice checks (epoch, seq) against the instrument's last one: +1 in the same epoch is
 // next, more is a gap, less or equal a duplicate (dropped); a later epoch restarts from seq 1.
-func (s *summary) onPrice(p price, now time.Time) {
+// It returns the price's staleness in milliseconds.
+func (s *summary) onPrice(p price, now time.Time) float64 {
 	in, seen := s.Instruments[p.Instrument]
 	if !seen {
 		in = &instrument{FirstSeq: p.Seq, Epoch: p.Epoch, LastSeq: p.Seq - 1}
 		s.Instruments[p.Instrument] = in
 	}
-	gap := int64(0)
-	switch {
-	case p.Epoch < in.Epoch || (p.Epoch == in.Epoch && p.Seq <= in.LastSeq):
+	if p.Epoch < in.Epoch || (p.Epoch == in.Epoch && p.Seq <= in.LastSeq) {
 		in.Duplicates++
 		s.Duplicates++
-		return
-	case p.Epoch > in.Epoch:
+		return 0
+	}
+	gap := p.Seq - in.LastSeq - 1
+	if p.Epoch > in.Epoch {
 		gap = p.Seq - 1
-	default:
-		gap = p.Seq - in.LastSeq - 1
 	}
 	in.Gaps += gap
 	s.Gaps += gap
@@ -79,6 +78,7 @@ func (s *summary) onPrice(p price, now time.Time) {
 	s.Prices++
 	stale := float64(now.UnixNano()-p.SourceTimeNs) / 1e6
 	in.MaxStalenessMs = max(in.MaxStalenessMs, stale)
+	return stale
 }
 
 func main() {
@@ -108,7 +108,7 @@ func main() {
 	defer stop()
 
 	s := &summary{Topic: *topic, Instruments: map[string]*instrument{}}
-	lastPrice, lastStatus := time.Now(), time.Now()
+	lastPrice, lastStatus, worst := time.Now(), time.Now(), 0.0 // worst: since the last status
 	for ctx.Err() == nil && time.Since(lastPrice) < *idle {
 		pollCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		fetches := client.PollFetches(pollCtx)
@@ -133,17 +133,13 @@ func main() {
 				s.Invalid++
 				return
 			}
-			s.onPrice(p, now)
+			worst = max(worst, s.onPrice(p, now))
 			lastPrice = now
 		})
 		if now.Sub(lastStatus) >= *every {
-			lastStatus = now
-			worst := 0.0
-			for _, in := range s.Instruments {
-				worst = max(worst, in.MaxStalenessMs)
-			}
-			fmt.Fprintf(os.Stderr, "prices %d, instruments %d, gaps %d, duplicates %d, worst staleness %.1f ms\n",
+			fmt.Fprintf(os.Stderr, "prices %d, instruments %d, gaps %d, duplicates %d, staleness up to %.1f ms\n",
 				s.Prices, len(s.Instruments), s.Gaps, s.Duplicates, worst)
+			lastStatus, worst = now, 0
 		}
 	}
 	out, _ := json.Marshal(s)

@@ -27,8 +27,8 @@ BUILD_TIMEOUT_S = 300
 
 @pytest.fixture(scope="module")
 def go_subscriber(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example, vetted and built into a temporary directory (go.mod and go.sum as
-    committed: nothing is resolved anew)."""
+    """The example, vetted, its own test run (main_test.go: the seq rule) and built into a
+    temporary directory (go.mod and go.sum as committed: nothing is resolved anew)."""
     go = shutil.which("go")
     if go is None:
         pytest.fail(
@@ -37,7 +37,7 @@ def go_subscriber(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     out = tmp_path_factory.mktemp("go") / "go-subscriber"
     env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-    for step in (["vet", "."], ["build", "-o", str(out), "."]):
+    for step in (["vet", "."], ["test", "."], ["build", "-o", str(out), "."]):
         done = subprocess.run(
             [go, *step],
             cwd=GO_DIR,
