@@ -410,3 +410,14 @@ def test_read_back_finds_the_latest_price_of_every_instrument(
     expected = {n: o for n, o in latest.items() if wanted is None or n in wanted}
     assert {(m.key() or b"").decode(): m.offset() for m in found.records} == expected
     assert found.ends == {0: len(topic.log[0])}
+
+
+def test_the_clients_price_carries_every_field_of_the_wire_contracts_price() -> None:
+    """The client's Price is the wire contract's price plus where it was read: no field lost."""
+    import dataclasses
+
+    from pricing_ha import wire
+
+    fields = {f.name for f in dataclasses.fields(Price)}
+    assert set(wire.Price.__struct_fields__) <= fields
+    assert fields - set(wire.Price.__struct_fields__) == {"partition", "offset", "last_value"}
