@@ -72,7 +72,8 @@ FIXED_SETTINGS: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """One price from ``prices``.
+    """One price from ``prices``: the fields of the wire contract's price
+    (:class:`pricing_ha.wire.Price`), and where it was read.
 
     Attributes:
         instrument: the symbol (the record's key).
