@@ -3,13 +3,14 @@
 The tree reads like the architecture, lowest layer first::
 
     errors, aio, (root)          no application imports
+    charts                       (root)            (matplotlib figures as SVG for the pages)
     config                       errors
     kafka                        config            (headers, partitioner, topic layout)
     telemetry                    kafka             (infrastructure: knows no role)
     member                       telemetry         (worker, runner, health endpoints)
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
     subscribing, status          dedupe            (direct mode arbitrates like the relay)
-    pipeline                     kafka, publishing (Spark jobs over the topics: the analytical path)
+    pipeline                     kafka, publishing, charts (Spark jobs: the analytical path)
     security                     config            (the role table and its Kafka ACLs)
     local                        everything below  (local Kafka, demo: never production)
     cli                          everything
@@ -36,6 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "root": set(),
     "errors": set(),
     "aio": set(),
+    "charts": _BASE,
     "config": _BASE,
     "kafka": _BASE | {"config"},
     "telemetry": _BASE | {"config", "kafka"},
@@ -45,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "dedupe": _BASE | {"config", "kafka", "telemetry", "member", "publishing"},
     "subscribing": _BASE | {"config", "kafka", "telemetry", "member", "publishing", "dedupe"},
     "status": _BASE | {"config", "kafka"},
-    "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing"},
+    "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing", "charts"},
     "security": _BASE | {"config", "kafka"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}
