@@ -18,10 +18,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import matplotlib as mpl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.typing import RcKeyType
 
 __all__ = ["PALETTE", "Note", "figure", "style", "svg"]
 
@@ -40,7 +42,7 @@ PALETTE = (
 )
 _SVG_NS = "http://www.w3.org/2000/svg"
 _XLINK_NS = "http://www.w3.org/1999/xlink"
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text: searchable, selectable, small
     "font.size": 9.0,
     "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial"],

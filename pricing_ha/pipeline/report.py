@@ -18,18 +18,18 @@ from typing import Any
 
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from pricing_ha.pipeline.report_charts import (
-    LATENCY_FLOOR_MS,
-    latency_svg,
-    silences_svg,
-    timeline_svg,
-)
 from pricing_ha.pipeline.jobs import (
     Inputs,
     ReconcileResult,
     availability_job,
     bars_job,
     reconcile_job,
+)
+from pricing_ha.pipeline.report_charts import (
+    LATENCY_FLOOR_MS,
+    latency_svg,
+    silences_svg,
+    timeline_svg,
 )
 
 __all__ = ["ReportResult", "ingest_and_report", "render_html", "report_job"]

@@ -59,7 +59,11 @@ def test_report_of_a_failed_verdict_names_the_offending_rows_and_escapes_text() 
     assert "1:4, 1:9" in page
     assert page.count("<svg") == 3
     assert ">latency, source time → relay (ms, log scale)</text>" in page
-    assert re.findall(r"https?://[^\"' <]+", page) == [
-        "http://www.w3.org/2000/svg",
-        "http://www.w3.org/1999/xlink",
-    ] * 3  # namespace names only: nothing is fetched
+    assert (
+        re.findall(r"https?://[^\"' <]+", page)
+        == [
+            "http://www.w3.org/2000/svg",
+            "http://www.w3.org/1999/xlink",
+        ]
+        * 3
+    )  # namespace names only: nothing is fetched

@@ -3,7 +3,7 @@
 The tree reads like the architecture, lowest layer first::
 
     errors, aio, (root)          no application imports
-    charts                       (root)            (matplotlib figures as SVG for the pages)
+    charts, screen               (root)            (matplotlib SVG for pages; rich live views)
     config                       errors
     kafka                        config            (headers, partitioner, topic layout)
     telemetry                    kafka             (infrastructure: knows no role)
@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "aio": set(),
     "charts": _BASE,
+    "screen": _BASE,
     "config": _BASE,
     "kafka": _BASE | {"config"},
     "telemetry": _BASE | {"config", "kafka"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -30,14 +31,16 @@ def test_latency_distribution_is_log_scaled_with_labelled_axes() -> None:
         (10 ** (i / 10), 10 ** ((i + 1) / 10), 1000 // (1 + abs(i - 5))) for i in range(-20, 35)
     ]
     svg = latency_svg(bins)
-    assert svg.startswith("<svg") and "<!DOCTYPE" not in svg and "<?xml" not in svg
+    assert svg.startswith("<svg")
+    assert "<!DOCTYPE" not in svg
+    assert "<?xml" not in svg
     assert ">latency, source time → relay (ms, log scale)</text>" in svg
     assert ">prices (log scale)</text>" in svg
     xs = [_tick_x(svg, f"{v:g} ms") for v in (0.01, 0.1, 1, 10, 100, 1000)]
-    steps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(xs)]
     assert min(steps) > 50
     assert max(steps) - min(steps) < 0.5  # equal per decade: log, not linear
-    assert _tick_x(svg, "1") < 1e9 and ">100</text>" in svg  # the counts' axis in powers of ten
+    assert ">100</text>" in svg  # the counts, in powers of ten too
     titles = re.findall(r"<title>([^<]+)</title>", svg)
     assert "≤ 0.0126 ms: 38 prices" in titles  # the floor bin says it holds everything below
     assert _no_urls(svg) == []
@@ -94,6 +97,8 @@ def test_leadership_timeline_has_a_lane_per_member_and_fail_over_tooltips() -> N
 def test_longest_silences_are_labelled_bars() -> None:
     """Each instrument has a bar labelled with its longest silence, on a labelled axis."""
     svg = silences_svg([("AAPL", 0.25), ("EURUSD", 3.5)])
-    assert ">AAPL</text>" in svg and ">EURUSD</text>" in svg
-    assert ">0.250 s</text>" in svg and ">3.500 s</text>" in svg
+    assert ">AAPL</text>" in svg
+    assert ">EURUSD</text>" in svg
+    assert ">0.250 s</text>" in svg
+    assert ">3.500 s</text>" in svg
     assert ">longest silence on prices (s)</text>" in svg
