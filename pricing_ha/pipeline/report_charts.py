@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from matplotlib.ticker import LogFormatter
+
 from pricing_ha.charts import PALETTE, Note, figure, style, svg
 
 __all__ = ["LATENCY_FLOOR_MS", "latency_svg", "silences_svg", "timeline_svg"]
@@ -129,8 +131,9 @@ def latency_svg(bins: Sequence[tuple[float, float, int]]) -> str:
         ax.set_yscale("log")
         ax.set_xlim(min(b[0] for b in counted), max(b[1] for b in counted))
         ax.set_ylim(0.8, max(b[2] for b in counted) * 1.5)
-        ax.xaxis.set_major_formatter(_plain("ms"))
-        ax.yaxis.set_major_formatter(_plain(""))
+        for axis, unit in ((ax.xaxis, "ms"), (ax.yaxis, "")):
+            axis.set_major_formatter(_Plain(unit))
+            axis.set_minor_formatter(_Plain(unit))
         ax.set_xlabel("latency, source time → relay (ms, log scale)")
         ax.set_ylabel("prices (log scale)")
         ax.grid(which="major", color="#ddd", linewidth=0.6)
@@ -138,11 +141,16 @@ def latency_svg(bins: Sequence[tuple[float, float, int]]) -> str:
         return svg(fig, "latency", notes)
 
 
-def _plain(unit: str) -> Any:
-    """Tick labels as plain numbers (``0.1 ms``, ``1000``), not powers of ten."""
-    from matplotlib.ticker import FuncFormatter
+class _Plain(LogFormatter):
+    """Log-axis tick labels as plain numbers (``0.1 ms``, ``20 ms``, ``1000``), not powers of
+    ten; minor ticks labelled too when the axis spans too few decades for the major ones."""
 
-    return FuncFormatter(lambda v, _pos: f"{v:g} {unit}".strip())
+    def __init__(self, unit: str) -> None:
+        super().__init__(labelOnlyBase=False)
+        self._unit = unit
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return f"{x:g} {self._unit}".strip()
 
 
 def _seconds(x: object) -> str:
