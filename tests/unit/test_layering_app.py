@@ -6,6 +6,7 @@ The tree reads like the architecture, lowest layer first::
     charts, screen               (root)            (matplotlib SVG for pages; rich live views)
     config                       errors
     kafka                        config            (headers, partitioner, topic layout)
+    wire                         kafka             (the records on the topics, as typed structs)
     telemetry                    kafka             (infrastructure: knows no role)
     member                       telemetry         (worker, runner, health endpoints)
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
@@ -41,14 +42,16 @@ ALLOWED: dict[str, set[str]] = {
     "screen": _BASE,
     "config": _BASE,
     "kafka": _BASE | {"config"},
+    "wire": _BASE | {"config", "kafka"},
     "telemetry": _BASE | {"config", "kafka"},
     "member": _BASE | {"config", "kafka", "telemetry"},
-    "publishing": _BASE | {"config", "kafka", "telemetry", "member"},
-    "feed": _BASE | {"config", "kafka", "telemetry", "publishing"},
-    "dedupe": _BASE | {"config", "kafka", "telemetry", "member", "publishing"},
-    "subscribing": _BASE | {"config", "kafka", "telemetry", "member", "publishing", "dedupe"},
-    "status": _BASE | {"config", "kafka"},
-    "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing", "charts"},
+    "publishing": _BASE | {"config", "kafka", "wire", "telemetry", "member"},
+    "feed": _BASE | {"config", "kafka", "wire", "telemetry", "publishing"},
+    "dedupe": _BASE | {"config", "kafka", "wire", "telemetry", "member", "publishing"},
+    "subscribing": _BASE
+    | {"config", "kafka", "wire", "telemetry", "member", "publishing", "dedupe"},
+    "status": _BASE | {"config", "kafka", "wire"},
+    "pipeline": _BASE | {"config", "kafka", "wire", "telemetry", "publishing", "charts"},
     "security": _BASE | {"config", "kafka"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}
