@@ -79,7 +79,7 @@ def timeline_svg(leadership: Sequence[Row], failovers: Sequence[Row], bucket_s: 
                 continue
             x = f["at"].timestamp() - t0
             y = index[lane]
-            (tick,) = ax.plot([x, x], [y - 0.45, y + 0.45], color="#c62828", linewidth=2)
+            (tick,) = ax.plot([x, x], [y - 0.4, y + 0.4], color="#c62828", linewidth=0.8)
             tick.set_gid(f"failover-{k}")
             notes[f"failover-{k}"] = Note(
                 f"{f['instrument']}: {f['from_member']} → {f['to_member']}, "
