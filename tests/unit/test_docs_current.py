@@ -1,0 +1,76 @@
+"""The README, the reference documents and the docstrings say what is: no commit hashes or dates,
+and no link to a file that does not exist (the history of runs lives in docs/measurements.md)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Where history belongs, and so where hashes and dates may appear.
+HISTORY = {ROOT / "docs" / "measurements.md"}
+REFERENCES = sorted(
+    {ROOT / "README.md", ROOT / "neli" / "README.md", *(ROOT / "docs").glob("*.md")} - HISTORY
+)
+CODE_ROOTS = ("neli", "pricing_ha", "bench", "tests", "scripts", "examples")
+
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+# 7 to 40 hex digits with at least one letter and one digit, not part of a longer word.
+COMMIT = re.compile(r"(?<![\w.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w])")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def history_marks(text: str) -> list[str]:
+    """The commit hashes and dates in ``text``."""
+    return [m.group() for rx in (DATE, COMMIT) for m in rx.finditer(text)]
+
+
+def _docstrings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    return [d for n in nodes if (d := ast.get_docstring(n))]
+
+
+def test_the_checks_see_a_hash_and_a_date_and_pass_ordinary_words() -> None:
+    """A commit hash and a date are found; words, figures and hex-free names are not."""
+    assert history_marks("fixed at `889ec21` on 2026-11-28") == ["2026-11-28", "889ec21"]
+    assert history_marks("deadbeef 1234567 cafe 0.70 s, 15,258/s, prices-c3c2281d") == []
+
+
+@pytest.mark.parametrize("doc", REFERENCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_reference_documents_carry_no_hashes_or_dates(doc: Path) -> None:
+    """README.md, neli/README.md and docs/*.md (but the measurement history) name no commit
+    and no day."""
+    assert history_marks(doc.read_text(encoding="utf-8")) == []
+
+
+def test_docstrings_carry_no_hashes_or_dates() -> None:
+    """No module, class or function docstring of the code names a commit or a day."""
+    found = {
+        str(path.relative_to(ROOT)): marks
+        for root in CODE_ROOTS
+        for path in sorted((ROOT / root).rglob("*.py"))
+        if (marks := [m for d in _docstrings(path) for m in history_marks(d)])
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize("doc", REFERENCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_at_files_that_exist(doc: Path) -> None:
+    """Every relative link of a reference document names a file or folder of the repository."""
+    text = doc.read_text(encoding="utf-8")
+    broken = [
+        target
+        for target in LINK.findall(text)
+        if "://" not in target
+        and not target.startswith("mailto:")
+        and not (doc.parent / target).exists()
+    ]
+    assert broken == []
