@@ -1,7 +1,7 @@
 """The configuration sections of the long-running roles: their groups, NELI timing and verdicts.
 
-``[groups]`` (which groups a deployment has), ``[neli]`` (the publishing groups), ``[relay]``
-and ``[subscriber]``; the timing rules they check are those of docs/architecture.md §3. Import
+``[groups]`` (which groups a deployment has), ``[neli]`` (the publishing groups), ``[relay]`` and
+``[subscriber]``; the timing rules they check are those of docs/architecture.md, "Timing". Import
 these names from :mod:`pricing_ha.config`.
 """
 
@@ -27,7 +27,7 @@ _PULSES_PER_THRESHOLD = 4  # heartbeats that fit in T, so one late pulse never c
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GroupsConfig:
-    """The NELI groups of one deployment (docs/architecture.md §2.3).
+    """The NELI groups of one deployment (docs/architecture.md, "Consumer groups").
 
     ``pricing-ha run --group`` accepts only a name of ``publishing`` and ``pricing-ha dedupe``
     only ``relay`` (a typo would otherwise start a group nobody watches); ``pricing-ha status``
@@ -74,7 +74,9 @@ class GroupsConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PublisherNeliConfig:
-    """Leader induction for the publisher groups: non-exclusive, T > S (docs/architecture.md §3).
+    """Leader induction for the publisher groups: non-exclusive, T > S.
+
+    The rules are those of docs/architecture.md, "Timing".
 
     Attributes:
         session_timeout_ms: S, the consumer ``session.timeout.ms``. At least 1000; the broker

@@ -1,8 +1,8 @@
 """The sections of pricing-ha's configuration, one frozen dataclass per TOML table.
 
 Each class validates itself in ``__post_init__`` (ranges, and the cross-field timing rules of
-docs/architecture.md §3) and raises :class:`~pricing_ha.errors.ConfigError` keyed to its own
-table; the loader in :mod:`pricing_ha.config` re-anchors it at the file and full dotted key.
+docs/architecture.md, "Timing") and raises :class:`~pricing_ha.errors.ConfigError` keyed to
+its own table; the loader in :mod:`pricing_ha.config` re-anchors it at the file and full dotted key.
 Import these names from :mod:`pricing_ha.config`.
 """
 
@@ -42,7 +42,9 @@ def check_ms(owner: object, key: str, value: int, minimum: int = 1) -> None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TopicsConfig:
-    """Topic names and layout (docs/architecture.md §2). All topics get the same partition count.
+    """Topic names and layout (docs/architecture.md, "Topics and partitioning").
+
+    All topics get the same partition count.
 
     Attributes:
         quotes: market-data input, keyed by instrument. Default ``"md.quotes"``.
@@ -224,7 +226,7 @@ class HealthConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TelemetryConfig:
-    """OpenTelemetry settings (docs/architecture.md §6).
+    """OpenTelemetry settings (docs/architecture.md, "Observability").
 
     Attributes:
         az: availability zone reported as ``cloud.availability_zone``. Default ``"local"``.

@@ -1,11 +1,11 @@
 """The topic layout: creating the topics and refusing to run when their partitions differ.
 
-Leading NELI partition k means owning instrument slice k end to end (docs/architecture.md §2):
-quotes from ``md.quotes[k]``, output to ``prices.raw[k]``, relayed to ``prices[k]``. That only
-holds if every topic has the same partition count M, so every process checks the layout at
-startup with :func:`check_layout`, and ``pricing-ha topics create`` makes it with
-:func:`create_topics` (idempotently: an existing topic with the right count is fine, a wrong count
-is an error, since partitions cannot be removed and adding them would move instruments).
+Leading NELI partition k means owning instrument slice k end to end (docs/architecture.md, "Topics
+and partitioning"): quotes from ``md.quotes[k]``, output to ``prices.raw[k]``, relayed to
+``prices[k]``. That only holds if every topic has the same partition count M, so every process
+checks the layout at startup with :func:`check_layout`, and ``pricing-ha topics create`` makes it
+with :func:`create_topics` (idempotently: an existing topic with the right count is fine, a wrong
+count is an error, since partitions cannot be removed and adding them would move instruments).
 
 All broker calls are bounded by ``broker.connect_timeout_ms``; a broker that does not answer
 gives :class:`~pricing_ha.errors.BrokerUnavailableError` instead of a hang.

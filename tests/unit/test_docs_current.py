@@ -74,3 +74,15 @@ def test_relative_links_point_at_files_that_exist(doc: Path) -> None:
         and not (doc.parent / target).exists()
     ]
     assert broken == []
+
+
+def test_code_names_document_sections_not_their_numbers() -> None:
+    """Code cites a document's section by its title, never by a number that moves (§N)."""
+    numbered = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for root in CODE_ROOTS
+        for path in sorted((ROOT / root).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "§" in line and path != Path(__file__).resolve()
+    ]
+    assert numbered == []
