@@ -4,7 +4,8 @@
 
 * a **resource**: ``service.name=pricing-ha``, ``service.version``, ``service.instance.id``
   (``role/group/az/member``), ``cloud.availability_zone`` (from ``[telemetry] az``, passed in by
-  the deployment) and ``process.pid``;
+  the deployment) and ``process.pid``, each overridden by ``OTEL_RESOURCE_ATTRIBUTES`` and
+  ``OTEL_SERVICE_NAME`` as the specification says (:mod:`pricing_ha.telemetry.otel_env`);
 * a **tracer provider**, exporting over OTLP/HTTP when an endpoint is configured
   (``[telemetry] otlp_endpoint``, else ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
   ``OTEL_EXPORTER_OTLP_ENDPOINT``), otherwise to a JSON-lines file per process in
@@ -52,6 +53,7 @@ from neli import LeadershipTracing, Neli, trace_leadership
 from pricing_ha.config import AppConfig
 from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter
 from pricing_ha.telemetry.metrics import PricingMetrics
+from pricing_ha.telemetry.otel_env import check_otlp_protocols, env_resource_attributes
 from pricing_ha.telemetry.pricepath import CALLER_SAMPLED_KEY, PricePath
 from pricing_ha.telemetry.prometheus import render_prometheus
 
@@ -258,12 +260,18 @@ def setup_telemetry(
         group: the publishing group (``p1``), if any.
         member: this member's name.
         trace_file: write spans to exactly this JSON-lines file (ignores any OTLP endpoint).
-        env: the environment (``OTEL_SDK_DISABLED``, ``OTEL_EXPORTER_OTLP_*``).
+        env: the environment (``OTEL_SDK_DISABLED``, ``OTEL_EXPORTER_OTLP_*``,
+            ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``:
+            :mod:`pricing_ha.telemetry.otel_env`).
         set_global: also install the providers as OpenTelemetry's global ones (entry points
             only; the global providers can be set once per process).
 
     Returns:
         The telemetry; call :meth:`Telemetry.shutdown` at exit.
+
+    Raises:
+        ConfigError: an unsupported ``OTEL_EXPORTER_OTLP_*PROTOCOL`` or a malformed
+            ``OTEL_RESOURCE_ATTRIBUTES``.
     """
     tcfg = cfg.telemetry
     az = tcfg.az
@@ -278,6 +286,8 @@ def setup_telemetry(
     }
     if group:
         attrs["pricing_ha.group"] = group
+    # The deployment's OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME win over these defaults.
+    attrs.update(env_resource_attributes(env))
     if _truthy(env.get("OTEL_SDK_DISABLED")):
         log.info("telemetry disabled by OTEL_SDK_DISABLED")
         return Telemetry(
@@ -289,6 +299,7 @@ def setup_telemetry(
             trace_file=None,
             az=az,
         )
+    check_otlp_protocols(env)
     resource = Resource.create(attrs)
     exporter: SpanExporter
     memory = InMemoryMetricReader()

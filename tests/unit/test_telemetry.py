@@ -264,3 +264,60 @@ def test_label_values_and_help_are_escaped() -> None:
     fams = parse(text)
     assert value(fams, "odd_name_x_total", weird_key='q"u\\o\nte') == 1
     assert render_prometheus(None) == ""
+
+
+def test_otel_service_name_and_resource_attributes_win_over_the_apps_defaults(
+    tmp_path: Path,
+) -> None:
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins for service.name) override."""
+    env = {
+        "OTEL_SERVICE_NAME": "prices-eu",
+        "OTEL_RESOURCE_ATTRIBUTES": (
+            "service.name=ignored,deployment.environment.name=prod,"
+            "cloud.availability_zone=euw1-az3,team=fx%20desk"
+        ),
+    }
+    tel = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+    try:
+        assert tel.resource["service.name"] == "prices-eu"
+        assert tel.resource["deployment.environment.name"] == "prod"
+        assert tel.resource["cloud.availability_zone"] == "euw1-az3"
+        assert tel.resource["team"] == "fx desk"
+        assert tel.resource["service.instance.id"] == "relay/eu-west-1a/r1"  # default kept
+        with tel.tracer().start_as_current_span("x"):
+            pass
+        tel.shutdown()
+        assert tel.trace_file is not None
+        (record,) = load_spans(tel.trace_file)
+        assert record["resource"]["service.name"] == "prices-eu"
+        assert record["resource"]["deployment.environment.name"] == "prod"
+    finally:
+        tel.shutdown()
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    ],
+)
+def test_an_otlp_protocol_without_its_exporter_is_a_clear_start_up_error(
+    tmp_path: Path, variable: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_*PROTOCOL=grpc (exporter not installed) fails naming the variable."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", variable: "grpc"}
+    with pytest.raises(ConfigError, match=f"{variable}.*grpc.*http/protobuf"):
+        setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+
+
+def test_http_protobuf_is_the_accepted_otlp_protocol(tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf is what the exporter speaks: accepted."""
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    }
+    tel = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+    tel.shutdown()
+    assert tel.destination == "otlp http://127.0.0.1:9/v1/traces"
