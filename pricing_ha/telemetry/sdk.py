@@ -14,8 +14,9 @@
   decision carried in the message headers; everything else (leadership terms and transitions,
   relay switches) is always recorded;
 * a **meter provider** with the instruments of
-  :class:`~pricing_ha.telemetry.metrics.PricingMetrics`, read on demand for ``/metrics`` and
-  also pushed over OTLP when an endpoint is configured.
+  :class:`~pricing_ha.telemetry.metrics.PricingMetrics`, read on demand for ``/metrics``
+  (OpenTelemetry's Prometheus exporter: :mod:`pricing_ha.telemetry.prometheus`) and also
+  pushed over OTLP when an endpoint is configured.
 
 ``OTEL_SDK_DISABLED=true`` turns all of it into no-ops (``/metrics`` is then empty).
 """
@@ -32,7 +33,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -55,7 +56,7 @@ from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter
 from pricing_ha.telemetry.metrics import PricingMetrics
 from pricing_ha.telemetry.otel_env import check_otlp_protocols, env_resource_attributes
 from pricing_ha.telemetry.pricepath import CALLER_SAMPLED_KEY, PricePath
-from pricing_ha.telemetry.prometheus import render_prometheus
+from pricing_ha.telemetry.prometheus import PrometheusExposition
 
 __all__ = ["SERVICE_NAME", "PricePathSampler", "Telemetry", "setup_telemetry"]
 
@@ -149,7 +150,7 @@ class Telemetry:
         *,
         tracer_provider: trace.TracerProvider,
         meter_provider: otel_metrics.MeterProvider,
-        metric_reader: InMemoryMetricReader | None,
+        exposition: PrometheusExposition | None,
         resource: Mapping[str, str | int],
         destination: str,
         trace_file: Path | None,
@@ -158,10 +159,10 @@ class Telemetry:
         per_instrument_metrics: bool = False,
     ) -> None:
         """Use :func:`setup_telemetry`."""
-        self.enabled = metric_reader is not None
+        self.enabled = exposition is not None
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self._reader = metric_reader
+        self._exposition = exposition
         self.resource = dict(resource)
         self.destination = destination
         self.trace_file = trace_file
@@ -170,6 +171,8 @@ class Telemetry:
         self.metrics = PricingMetrics(
             meter_provider.get_meter(_INSTRUMENTATION), per_instrument=per_instrument_metrics
         )
+        if exposition is not None:
+            exposition.declare(self.metrics.empty_histograms)
         self._closed = False
 
     @classmethod
@@ -178,7 +181,7 @@ class Telemetry:
         return cls(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=otel_metrics.NoOpMeterProvider(),
-            metric_reader=None,
+            exposition=None,
             resource={"service.name": SERVICE_NAME},
             destination="disabled",
             trace_file=None,
@@ -215,9 +218,9 @@ class Telemetry:
 
     def prometheus_text(self) -> str:
         """The current metrics in Prometheus text format (for ``/metrics``)."""
-        if self._reader is None:
+        if self._exposition is None:
             return ""
-        return render_prometheus(self._reader.get_metrics_data(), self.metrics.empty_histograms())
+        return self._exposition.text()
 
     def shutdown(self) -> None:
         """Flush and stop exporters (idempotent); call once at process exit."""
@@ -293,7 +296,7 @@ def setup_telemetry(
         return Telemetry(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=otel_metrics.NoOpMeterProvider(),
-            metric_reader=None,
+            exposition=None,
             resource=attrs,
             destination="disabled",
             trace_file=None,
@@ -302,8 +305,8 @@ def setup_telemetry(
     check_otlp_protocols(env)
     resource = Resource.create(attrs)
     exporter: SpanExporter
-    memory = InMemoryMetricReader()
-    readers: list[MetricReader] = [memory]
+    exposition = PrometheusExposition()
+    readers: list[MetricReader] = [exposition.reader]
     traces_url = None if trace_file is not None else _otlp_url(cfg, env, "traces")
     if traces_url is not None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -336,7 +339,7 @@ def setup_telemetry(
     return Telemetry(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        metric_reader=memory,
+        exposition=exposition,
         resource=attrs,
         destination=destination,
         trace_file=trace_file,

@@ -11,7 +11,6 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision
@@ -26,9 +25,9 @@ from pricing_ha.telemetry import (
     JsonLinesSpanExporter,
     PricePathSampler,
     PricingMetrics,
+    PrometheusExposition,
     Telemetry,
     load_spans,
-    render_prometheus,
     setup_telemetry,
 )
 from tests.unit.prometheus_format import parse, value
@@ -213,8 +212,8 @@ def test_jsonl_exporter_refuses_after_shutdown_and_reader_skips_torn_lines(
 def test_every_instrument_renders_as_valid_prometheus() -> None:
     """Counters become _total, gauges and the latency histogram render with valid syntax."""
     now = [1000.0]
-    r = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[r])
+    r = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[r.reader])
     m = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0], per_instrument=True)
     m.prices_published.add(3, {"group": "p1", "partition": "0"})
     m.prices_relayed.add(2, {"partition": "0"})
@@ -228,7 +227,7 @@ def test_every_instrument_renders_as_valid_prometheus() -> None:
     m.mark_fresh("USDJPY")
     m.forget_instrument("USDJPY")
     m.set_leadership("pricing.p2", "p2/m1", 3, True)
-    text = render_prometheus(r.get_metrics_data())
+    text = r.text()
     provider.shutdown()
     fams = parse(text)
     assert fams["pricing_ha_prices_published_total"].kind == "counter"
@@ -255,15 +254,14 @@ def test_every_instrument_renders_as_valid_prometheus() -> None:
 
 def test_label_values_and_help_are_escaped() -> None:
     """Quotes, backslashes and newlines in label values survive the round trip."""
-    r = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[r])
+    r = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[r.reader])
     counter = provider.get_meter("t").create_counter("odd.name-x", description='a "b"\nc')
     counter.add(1, {"weird key": 'q"u\\o\nte'})
-    text = render_prometheus(r.get_metrics_data())
+    text = r.text()
     provider.shutdown()
     fams = parse(text)
     assert value(fams, "odd_name_x_total", weird_key='q"u\\o\nte') == 1
-    assert render_prometheus(None) == ""
 
 
 def test_otel_service_name_and_resource_attributes_win_over_the_apps_defaults(
@@ -321,3 +319,23 @@ def test_http_protobuf_is_the_accepted_otlp_protocol(tmp_path: Path) -> None:
     tel = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
     tel.shutdown()
     assert tel.destination == "otlp http://127.0.0.1:9/v1/traces"
+
+
+def test_metrics_carry_the_resource_as_target_info_and_processes_do_not_share_series(
+    tmp_path: Path,
+) -> None:
+    """/metrics has target_info with the resource; two telemetries keep separate registries."""
+    a = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="a", env={})
+    b = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="b", env={})
+    try:
+        a.metrics.prices_relayed.add(2, {"partition": "0"})
+        b.metrics.prices_relayed.add(1, {"partition": "1"})
+        fams_a, fams_b = parse(a.prometheus_text()), parse(b.prometheus_text())
+        assert value(fams_a, "target_info", service_instance_id="relay/eu-west-1a/a") == 1
+        assert value(fams_a, "target_info", service_name="pricing-ha") == 1
+        assert value(fams_a, "pricing_ha_prices_relayed_total", partition="0") == 2
+        assert value(fams_b, "pricing_ha_prices_relayed_total") == 1
+        assert value(fams_b, "target_info", service_instance_id="relay/eu-west-1a/b") == 1
+    finally:
+        a.shutdown()
+        b.shutdown()
