@@ -53,6 +53,7 @@ import pricing_ha
 from neli import LeadershipTracing, Neli, trace_leadership
 from pricing_ha.config import AppConfig
 from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter
+from pricing_ha.telemetry.kafka_stats import KafkaStats
 from pricing_ha.telemetry.metrics import PricingMetrics
 from pricing_ha.telemetry.otel_env import check_otlp_protocols, env_resource_attributes
 from pricing_ha.telemetry.pricepath import CALLER_SAMPLED_KEY, PricePath
@@ -138,6 +139,8 @@ class Telemetry:
         tracer_provider: pass it to libraries (``neli.trace_leadership``) or call :meth:`tracer`.
         meter_provider: where :attr:`metrics` live.
         metrics: the application's instruments.
+        kafka_stats: librdkafka statistics as metrics; add ``kafka_stats.settings()`` to a
+            client's configuration to export its lag, queues and round-trip times.
         resource: the resource attributes of every span and metric.
         destination: where spans go: ``"otlp <url>"``, ``"file <path>"`` or ``"disabled"``.
         trace_file: the JSON-lines file, when spans go to a file.
@@ -157,6 +160,7 @@ class Telemetry:
         az: str,
         price_sample_ratio: float = 0.0,
         per_instrument_metrics: bool = False,
+        kafka_stats_interval_ms: int = 0,
     ) -> None:
         """Use :func:`setup_telemetry`."""
         self.enabled = exposition is not None
@@ -170,6 +174,11 @@ class Telemetry:
         self.price_sample_ratio = price_sample_ratio
         self.metrics = PricingMetrics(
             meter_provider.get_meter(_INSTRUMENTATION), per_instrument=per_instrument_metrics
+        )
+        #: librdkafka statistics of the clients built with its settings (off when disabled).
+        self.kafka_stats = KafkaStats(
+            meter_provider.get_meter(_INSTRUMENTATION),
+            kafka_stats_interval_ms if self.enabled else 0,
         )
         if exposition is not None:
             exposition.declare(self.metrics.empty_histograms)
@@ -346,4 +355,5 @@ def setup_telemetry(
         az=az,
         price_sample_ratio=tcfg.price_sample_ratio,
         per_instrument_metrics=tcfg.per_instrument_metrics,
+        kafka_stats_interval_ms=tcfg.kafka_stats_interval_ms,
     )
