@@ -1,0 +1,64 @@
+"""librdkafka statistics on a real broker: a publisher's consumer lag appears on its /metrics."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.member.health import read_health_file
+from tests.unit.prometheus_format import Family, parse
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def cluster_env() -> dict[str, str]:
+    """Statistics every 0.5 s; metrics on (whatever the caller's environment says)."""
+    return {
+        "PRICING_HA__TELEMETRY__KAFKA_STATS_INTERVAL_MS": "500",
+        "OTEL_SDK_DISABLED": "false",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
+    }
+
+
+def _metrics(url: str) -> dict[str, Family]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        return parse(resp.read().decode())
+
+
+def test_publisher_exports_consumer_lag_queue_depth_and_broker_rtt(
+    cluster: PricingCluster,
+) -> None:
+    """A publisher leading every partition reports md.quotes lag for each, from librdkafka."""
+    health_file = cluster.workdir / "p1-a-health.json"
+    p1 = cluster.cli(
+        "p1-a", "run", "--group", cluster.group("p1"), "--member", "a",
+        "--health-file", str(health_file),
+    )  # fmt: skip
+    cluster.wait_led(["p1"])
+    cluster.feed(instruments=8, rate=20, duration=30)
+    url = read_health_file(health_file)
+    assert url is not None, p1.log_tail()
+    quotes = cluster.topics["quotes"]
+    wanted = {str(p) for p in range(cluster.partitions)}
+    seen: dict[str, float] = {}
+
+    def lag_reported() -> bool:
+        fams = _metrics(url)
+        family = fams.get("pricing_ha_kafka_consumer_lag")
+        seen.clear()
+        for _, labels, lag in family.samples if family else ():
+            if labels["topic"] == quotes and labels["client"] == "a-quotes":
+                seen[labels["partition"]] = lag
+        return set(seen) == wanted and "pricing_ha_kafka_broker_rtt_seconds" in fams
+
+    wait_for(lag_reported, 60, lambda: f"lag of every partition on /metrics (got {seen})")
+    assert all(lag >= 0 for lag in seen.values()), seen
+    fams = _metrics(url)
+    depth = fams["pricing_ha_kafka_producer_queue_depth"].samples
+    assert any(labels["client"] == "a-prices" and v >= 0 for _, labels, v in depth), depth
+    rtt = fams["pricing_ha_kafka_broker_rtt_seconds"].samples
+    assert all(v >= 0 for *_, v in rtt)
+    assert {labels["stat"] for _, labels, _ in rtt} == {"avg", "p99"}
