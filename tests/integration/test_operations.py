@@ -1,7 +1,8 @@
-"""librdkafka statistics on a real broker: a publisher's consumer lag appears on its /metrics."""
+"""Operations on a real broker: librdkafka statistics on /metrics, JSON logs."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 
 import pytest
@@ -62,3 +63,17 @@ def test_publisher_exports_consumer_lag_queue_depth_and_broker_rtt(
     rtt = fams["pricing_ha_kafka_broker_rtt_seconds"].samples
     assert all(v >= 0 for *_, v in rtt)
     assert {labels["stat"] for _, labels, _ in rtt} == {"avg", "p99"}
+
+
+def test_publisher_with_json_logs_writes_only_json_lines(cluster: PricingCluster) -> None:
+    """`run --json-logs` on the real broker: every log line is a JSON object with a level."""
+    p1 = cluster.cli(
+        "p1-json", "run", "--group", cluster.group("p1"), "--member", "j", "--json-logs"
+    )
+    cluster.wait_led(["p1"])
+    p1.stop()
+    lines = [line for line in p1.log_path.read_text().splitlines() if line.strip()]
+    assert lines, "the member logged nothing"
+    docs = [json.loads(line) for line in lines]
+    assert all({"time", "level", "logger", "message"} <= doc.keys() for doc in docs)
+    assert any(doc["logger"].startswith("pricing_ha") for doc in docs)
