@@ -98,6 +98,7 @@ class RelayWorker(PartitionWorker):
         self._cfg = cfg
         self._neli = neli
         self.stats = stats
+        telemetry.metrics.watch_takeovers(lambda: (self.stats.takeovers, self.stats.suspicions))
         self._producers = OutputProducers(
             cfg,
             member,

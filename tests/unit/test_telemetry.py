@@ -339,3 +339,17 @@ def test_metrics_carry_the_resource_as_target_info_and_processes_do_not_share_se
     finally:
         a.shutdown()
         b.shutdown()
+
+
+def test_relay_takeovers_and_suspicions_are_counted_from_zero(telemetry: Telemetry) -> None:
+    """A watched relay's takeovers and suspicions are on /metrics at 0, then as counted."""
+    counts = [0, 0]
+    telemetry.metrics.watch_takeovers(lambda: (counts[0], counts[1]))
+    fams = parse(telemetry.prometheus_text())
+    assert value(fams, "pricing_ha_relay_takeovers_total") == 0
+    assert value(fams, "pricing_ha_relay_suspicions_total") == 0
+    counts[:] = [3, 1]
+    fams = parse(telemetry.prometheus_text())
+    assert fams["pricing_ha_relay_takeovers_total"].kind == "counter"
+    assert value(fams, "pricing_ha_relay_takeovers_total") == 3
+    assert value(fams, "pricing_ha_relay_suspicions_total") == 1
