@@ -1,14 +1,16 @@
-"""Operations on a real broker: librdkafka statistics on /metrics, JSON logs."""
+"""Operations on a real broker: librdkafka statistics on /metrics, JSON logs, readiness."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 
 import pytest
 
+from pricing_ha.config import load_config
 from pricing_ha.local.cluster import PricingCluster
-from pricing_ha.member.health import read_health_file
+from pricing_ha.member.health import broker_check, read_health_file
 from tests.unit.prometheus_format import Family, parse
 from tests.waiting import wait_for
 
@@ -77,3 +79,22 @@ def test_publisher_with_json_logs_writes_only_json_lines(cluster: PricingCluster
     docs = [json.loads(line) for line in lines]
     assert all({"time", "level", "logger", "message"} <= doc.keys() for doc in docs)
     assert any(doc["logger"].startswith("pricing_ha") for doc in docs)
+
+
+async def test_readiness_checks_the_broker_through_librdkafka_with_the_security_settings(
+    bootstrap: str,
+) -> None:
+    """broker_check passes on the real broker, and fails when the configured security (SASL
+    here, against a plaintext listener) cannot be used: a TCP or ApiVersions probe passed."""
+    good = load_config(None, {"PRICING_HA_BOOTSTRAP": bootstrap})
+    assert await broker_check(good)() is True
+    sasl = {
+        "PRICING_HA_BOOTSTRAP": bootstrap,
+        "PRICING_HA__BROKER__LIBRDKAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "PRICING_HA__BROKER__LIBRDKAFKA__SASL_MECHANISM": "PLAIN",
+        "PRICING_HA__BROKER__LIBRDKAFKA__SASL_USERNAME": "nobody",
+        "PRICING_HA__BROKER__LIBRDKAFKA__SASL_PASSWORD": "wrong",
+    }
+    with pytest.raises(Exception) as failed:  # noqa: PT011 - librdkafka's error, whatever it is
+        await asyncio.wait_for(broker_check(load_config(None, sasl))(), 10)
+    assert not isinstance(failed.value, TimeoutError)
