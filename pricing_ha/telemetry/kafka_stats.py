@@ -92,30 +92,20 @@ class KafkaStats:
         self._clock = clock
         self._lock = threading.Lock()
         self._clients: dict[str, _ClientFigures] = {}
-        meter.create_observable_gauge(
-            "pricing_ha.kafka.consumer.lag",
-            callbacks=[self._observe_lag],
-            unit="{message}",
-            description="Messages between the partition's end and the group's committed offset",
-        )
-        meter.create_observable_gauge(
-            "pricing_ha.kafka.producer.queue.depth",
-            callbacks=[self._observe_queue_messages],
-            unit="{message}",
-            description="Records waiting in the producer (queued or in flight)",
-        )
-        meter.create_observable_gauge(
-            "pricing_ha.kafka.producer.queue.size",
-            callbacks=[self._observe_queue_bytes],
-            unit="By",
-            description="Bytes of the records waiting in the producer",
-        )
-        meter.create_observable_gauge(
-            "pricing_ha.kafka.broker.rtt",
-            callbacks=[self._observe_rtt],
-            unit="s",
-            description="Round-trip time of requests to the broker over the last interval",
-        )
+        gauges = (
+            ("consumer.lag", self._observe_lag, "{message}", "Messages between the "
+             "partition's end and the group's committed offset"),
+            ("producer.queue.depth", self._observe_queue_messages, "{message}",
+             "Records waiting in the producer (queued or in flight)"),
+            ("producer.queue.size", self._observe_queue_bytes, "By",
+             "Bytes of the records waiting in the producer"),
+            ("broker.rtt", self._observe_rtt, "s",
+             "Round-trip time of requests to the broker over the last interval"),
+        )  # fmt: skip
+        for name, observe, unit, text in gauges:
+            meter.create_observable_gauge(
+                f"pricing_ha.kafka.{name}", callbacks=[observe], unit=unit, description=text
+            )
 
     def settings(self) -> dict[str, Any]:
         """The librdkafka settings that make a client report here (empty when off)."""
