@@ -37,6 +37,10 @@ from pricing_ha.local.procs import Proc, ProcessGroup
 HERE = Path(__file__).resolve().parent
 FORWARDER = HERE / "_forwarder.py"
 PROBE = HERE / "_latency_probe.py"
+HOP_PROBE = HERE / "_hop_probe.py"
+#: One broker hop is measured beside every latency case, on a topic of its own, at this rate
+#: (low, so that it adds next to nothing to the load it measures under).
+HOP_RATE_PER_S = 100.0
 WARM_S = 3.0  # a case's steady window starts this long after the feed was started
 #: Which processes make up each role, per path (CPU per price is reported per process and role).
 ROLES = {
@@ -335,6 +339,15 @@ def latency_case(
                 run.cluster, instruments=instruments, rate_hz=hz, duration_s=measure_s + 20
             )
             sampler.add("feed", feed.pid)
+            hop_topic = f"{run.out}-hop"
+            _create_topics(bootstrap, [hop_topic], partitions)
+            run.topics.append(hop_topic)
+            hop_out = workdir / f"hop-{kind}.json"
+            hop_reader = procs.spawn(
+                f"hop-consume-{kind}",
+                [sys.executable, str(HOP_PROBE), "consume", bootstrap, hop_topic,
+                 str(partitions), str(measure_s + 15), str(hop_out), "0"],
+            )  # fmt: skip
             time.sleep(WARM_S)
             load_before = load()
             probe_out = workdir / f"latency-{kind}.json"
@@ -343,7 +356,17 @@ def latency_case(
                 [sys.executable, str(PROBE), bootstrap, run.out, str(partitions),
                  str(measure_s), str(probe_out)],
             )  # fmt: skip
+            # One hop in the same window: the latency probe skips its first second, and so
+            # does this producer's start.
+            time.sleep(1.0)
+            hop_writer = procs.spawn(
+                f"hop-produce-{kind}",
+                [sys.executable, str(HOP_PROBE), "produce", bootstrap, hop_topic,
+                 str(HOP_RATE_PER_S), str(measure_s)],
+            )  # fmt: skip
             assert probe.wait(measure_s + 60) == 0, probe.log_tail()
+            assert hop_writer.wait(60) == 0, hop_writer.log_tail()
+            assert hop_reader.wait(60) == 0, hop_reader.log_tail()
             load_after = load()
             sampler.sample()
             feed.terminate()
@@ -359,6 +382,7 @@ def latency_case(
         "hz": hz,
         "source_to_receive": {k: lat[k] for k in ("n", "p50_ms", "p99_ms", "max_ms") if k in lat},
         "probe": lat,
+        "hop": json.loads(hop_out.read_text()),
         "delivered_per_s_in_window": round(
             (counter.count_at(run.out, hi) - counter.count_at(run.out, lo)) / (hi - lo)
         ),
@@ -370,5 +394,5 @@ def latency_case(
         "forwarders": forwarder_counts(run),
         "topics_deleted": drop_topics(bootstrap, run.topics),
     }
-    print(f"    {kind} {total:.0f}/s: {out['source_to_receive']}", flush=True)
+    print(f"    {kind} {total:.0f}/s: {out['source_to_receive']}; one hop {out['hop']}", flush=True)
     return out

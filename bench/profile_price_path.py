@@ -71,7 +71,7 @@ def main() -> None:
         counter = TopicCounter(broker.bootstrap, [prices], cluster.partitions)
         hz = args.rate / INSTRUMENTS
         feed = start_feed(
-            cluster, instruments=INSTRUMENTS, rate_hz=hz, duration_s=args.warm_s + args.seconds + 5
+            cluster, instruments=INSTRUMENTS, rate_hz=hz, duration_s=args.warm_s + args.seconds + 60
         )
         time.sleep(args.warm_s)
         targets = {

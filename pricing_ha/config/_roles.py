@@ -240,8 +240,8 @@ class SubscriberConfig:
         max_silence_ms: the staleness bound. The verdict fails (``ok = false``) when any
             instrument was silent for longer: between two deliveries, or while other
             instruments were delivered. Set it to the service's promise; 0 turns the check
-            off. Default 30000 (the relay's worst measured fail-over fits under it; see the
-            README's figures).
+            off. Default 30000 (the relay's worst measured fail-over fits under it; see
+            docs/benchmarks.md).
     """
 
     max_silence_ms: int = 30_000

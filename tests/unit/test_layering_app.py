@@ -5,6 +5,7 @@ The tree reads like the architecture, lowest layer first::
     errors, aio, (root)          no application imports
     config                       errors
     kafka                        config            (headers, partitioner, topic layout)
+    wire                         kafka             (the records on the topics, as typed structs)
     telemetry                    kafka             (infrastructure: knows no role)
     member                       telemetry         (worker, runner, health endpoints)
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
@@ -38,14 +39,16 @@ ALLOWED: dict[str, set[str]] = {
     "aio": set(),
     "config": _BASE,
     "kafka": _BASE | {"config"},
+    "wire": _BASE | {"config", "kafka"},
     "telemetry": _BASE | {"config", "kafka"},
     "member": _BASE | {"config", "kafka", "telemetry"},
-    "publishing": _BASE | {"config", "kafka", "telemetry", "member"},
-    "feed": _BASE | {"config", "kafka", "telemetry", "publishing"},
-    "dedupe": _BASE | {"config", "kafka", "telemetry", "member", "publishing"},
-    "subscribing": _BASE | {"config", "kafka", "telemetry", "member", "publishing", "dedupe"},
-    "status": _BASE | {"config", "kafka"},
-    "pipeline": _BASE | {"config", "kafka", "telemetry", "publishing"},
+    "publishing": _BASE | {"config", "kafka", "wire", "telemetry", "member"},
+    "feed": _BASE | {"config", "kafka", "wire", "telemetry", "publishing"},
+    "dedupe": _BASE | {"config", "kafka", "wire", "telemetry", "member", "publishing"},
+    "subscribing": _BASE
+    | {"config", "kafka", "wire", "telemetry", "member", "publishing", "dedupe"},
+    "status": _BASE | {"config", "kafka", "wire"},
+    "pipeline": _BASE | {"config", "kafka", "wire", "telemetry", "publishing"},
     "security": _BASE | {"config", "kafka"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}

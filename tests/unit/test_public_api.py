@@ -1,4 +1,5 @@
-"""The public surface of ``neli``: exactly the names we mean to export, sorted and importable."""
+"""The public surfaces of ``neli`` and ``pricing_ha.wire``: exactly the names we mean to export,
+sorted and importable."""
 
 from __future__ import annotations
 
@@ -41,10 +42,23 @@ EXPECTED_NELI = {
     "trace_leadership",
 }
 EXPECTED_TESTING = {"FakeNeli", "ManualClock"}
+EXPECTED_WIRE = {
+    "CONTROL_KINDS",
+    "Checkpoint",
+    "ControlHeaders",
+    "DeadLetterHeaders",
+    "Heartbeat",
+    "Price",
+    "PriceHeaders",
+    "Quote",
+    "QuoteHeaders",
+    "RawPriceHeaders",
+}
 
 MODULES = [
     pytest.param("neli", EXPECTED_NELI, id="neli"),
     pytest.param("neli.testing", EXPECTED_TESTING, id="neli.testing"),
+    pytest.param("pricing_ha.wire", EXPECTED_WIRE, id="pricing_ha.wire"),
 ]
 
 
