@@ -31,40 +31,53 @@ def _metrics(url: str) -> dict[str, Family]:
         return parse(resp.read().decode())
 
 
-def test_publisher_exports_consumer_lag_queue_depth_and_broker_rtt(
+def _lags(url: str, client: str, topic: str) -> dict[str, float]:
+    """Partition -> lag that ``client`` reports for ``topic`` on the /metrics at ``url``."""
+    family = _metrics(url).get("pricing_ha_kafka_consumer_lag")
+    return {
+        labels["partition"]: lag
+        for _, labels, lag in (family.samples if family else ())
+        if labels["topic"] == topic and labels["client"] == client
+    }
+
+
+def test_publisher_and_relay_export_consumer_lag_queue_depth_and_broker_rtt(
     cluster: PricingCluster,
 ) -> None:
-    """A publisher leading every partition reports md.quotes lag for each, from librdkafka."""
-    health_file = cluster.workdir / "p1-a-health.json"
+    """A publisher and a relay, each leading every partition, report their input's lag for
+    each partition (md.quotes, prices.raw), producer queues and broker RTT, from librdkafka."""
+    p1_file, relay_file = cluster.workdir / "p1-health.json", cluster.workdir / "r-health.json"
     p1 = cluster.cli(
         "p1-a", "run", "--group", cluster.group("p1"), "--member", "a",
-        "--health-file", str(health_file),
+        "--health-file", str(p1_file),
     )  # fmt: skip
-    cluster.wait_led(["p1"])
+    relay = cluster.cli(
+        "relay-r1", "dedupe", "--group", cluster.group("relay"), "--member", "r1",
+        "--health-file", str(relay_file),
+    )  # fmt: skip
+    cluster.wait_led(["p1", "relay"])
     cluster.feed(instruments=8, rate=20, duration=30)
-    url = read_health_file(health_file)
-    assert url is not None, p1.log_tail()
-    quotes = cluster.topics["quotes"]
+    p1_url, relay_url = read_health_file(p1_file), read_health_file(relay_file)
+    assert p1_url is not None, p1.log_tail()
+    assert relay_url is not None, relay.log_tail()
     wanted = {str(p) for p in range(cluster.partitions)}
-    seen: dict[str, float] = {}
-
-    def lag_reported() -> bool:
+    for url, client, topic in (
+        (p1_url, "a-quotes", cluster.topics["quotes"]),
+        (relay_url, "relay-r1-raw", cluster.topics["raw"]),
+    ):
+        wait_for(
+            lambda: set(_lags(url, client, topic)) == wanted,  # noqa: B023 - called at once
+            60,
+            lambda: f"{client}'s lag of every partition on /metrics: {_lags(url, client, topic)}",  # noqa: B023
+        )
+        assert all(lag >= 0 for lag in _lags(url, client, topic).values())
+    for url, producer in ((p1_url, "a-prices"), (relay_url, "relay-r1-prices")):
         fams = _metrics(url)
-        family = fams.get("pricing_ha_kafka_consumer_lag")
-        seen.clear()
-        for _, labels, lag in family.samples if family else ():
-            if labels["topic"] == quotes and labels["client"] == "a-quotes":
-                seen[labels["partition"]] = lag
-        return set(seen) == wanted and "pricing_ha_kafka_broker_rtt_seconds" in fams
-
-    wait_for(lag_reported, 60, lambda: f"lag of every partition on /metrics (got {seen})")
-    assert all(lag >= 0 for lag in seen.values()), seen
-    fams = _metrics(url)
-    depth = fams["pricing_ha_kafka_producer_queue_depth"].samples
-    assert any(labels["client"] == "a-prices" and v >= 0 for _, labels, v in depth), depth
-    rtt = fams["pricing_ha_kafka_broker_rtt_seconds"].samples
-    assert all(v >= 0 for *_, v in rtt)
-    assert {labels["stat"] for _, labels, _ in rtt} == {"avg", "p99"}
+        depth = fams["pricing_ha_kafka_producer_queue_depth"].samples
+        assert any(labels["client"] == producer and v >= 0 for _, labels, v in depth), depth
+        rtt = fams["pricing_ha_kafka_broker_rtt_seconds"].samples
+        assert all(v >= 0 for *_, v in rtt)
+        assert {labels["stat"] for _, labels, _ in rtt} == {"avg", "p99"}
 
 
 def test_publisher_with_json_logs_writes_only_json_lines(cluster: PricingCluster) -> None:
