@@ -1,8 +1,10 @@
 """The body of ``pricing-ha subscribe``: a live table or JSON lines, and a final verdict.
 
 The live table (per instrument: last seq, delivered, gaps, duplicates, staleness, longest
-silence) is redrawn every ``refresh_s`` on a terminal and printed every ``refresh_s`` when
-stdout is a file. ``--json`` prints one JSON object per delivered price instead. The verdict
+silence) is a ``rich`` live display on a terminal, redrawn in place every ``refresh_s``
+(:mod:`pricing_ha.cli.subscribe_view`), and printed as plain text every ``refresh_s`` when
+stdout is a file or a pipe (:class:`~pricing_ha.screen.LiveScreen`).
+``--json`` prints one JSON object per delivered price instead. The verdict
 (:meth:`~pricing_ha.subscribing.stats.SubscriberStats.summary`) is written to
 ``--summary-out`` so that the demo and the tests can compare it with the feed's summary.
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,8 +36,10 @@ from pricing_ha.cli._support import (
     quiet_connection_log,
     stop_requested,
 )
+from pricing_ha.cli.subscribe_view import subscriber_table
 from pricing_ha.config import AppConfig
 from pricing_ha.member.health import broker_check, write_health_file
+from pricing_ha.screen import LiveScreen
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.subscriber import Delivery, Subscriber
 from pricing_ha.telemetry import (
@@ -47,8 +50,6 @@ from pricing_ha.telemetry import (
 )
 
 __all__ = ["delivery_json", "run_subscriber", "subscribe_command"]
-
-_CLEAR = "\x1b[H\x1b[2J"
 
 
 def delivery_json(d: Delivery) -> bytes:
@@ -87,14 +88,12 @@ async def _run(
     *,
     as_json: bool,
     duration_s: float | None,
-    refresh_s: float,
+    screen: LiveScreen,
     should_stop: Callable[[], bool],
     echo: Callable[[str], object],
     on_started: Callable[[], object] = lambda: None,
 ) -> None:
-    tty = sys.stdout.isatty()
     start = time.monotonic()
-    next_table = start + refresh_s
     next_stale_check = start
     async with sub:
         on_started()
@@ -102,7 +101,7 @@ async def _run(
             now = time.monotonic()
             if duration_s is not None and now - start >= duration_s:
                 break
-            wait = min(0.1, refresh_s)
+            wait = 0.1
             if duration_s is not None:
                 wait = max(0.0, min(wait, start + duration_s - now))
             deliveries = await sub.poll(wait)
@@ -112,10 +111,8 @@ async def _run(
             if as_json:
                 if deliveries:
                     echo(b"\n".join(delivery_json(d) for d in deliveries).decode())
-            elif time.monotonic() >= next_table:
-                next_table = time.monotonic() + refresh_s
-                table = sub.stats.render(time.monotonic())
-                echo(f"{_CLEAR}{table}" if tty else f"{table}\n")
+            else:
+                screen.tick()
 
 
 def run_subscriber(
@@ -178,20 +175,31 @@ def run_subscriber(
     health.add_check("broker", broker_check(cfg))
     health.add_check("subscriber", lambda: _assigned(sub))
 
+    screen = LiveScreen(
+        lambda: subscriber_table(sub.stats, time.monotonic()),
+        lambda: f"{sub.stats.render(time.monotonic())}\n",
+        echo,
+        enabled=not as_json,
+        terminal_every_s=refresh_s,
+        plain_every_s=refresh_s,
+    )
+    screen.skip(refresh_s)  # the first table once a refresh has been read
+
     async def run() -> None:
         async with health:
             if health_file is not None:
                 write_health_file(health_file, health.url, role="subscriber")
-            await _run(
-                sub,
-                as_json=as_json,
-                duration_s=duration_s,
-                refresh_s=refresh_s,
-                should_stop=should_stop,
-                echo=echo,
-                # Said once the broker has answered: a start that fails says only why.
-                on_started=lambda: echo_err(f"health: {health.url}/healthz /readyz /metrics"),
-            )
+            with screen:
+                await _run(
+                    sub,
+                    as_json=as_json,
+                    duration_s=duration_s,
+                    screen=screen,
+                    should_stop=should_stop,
+                    echo=echo,
+                    # Said once the broker has answered: a start that fails says only why.
+                    on_started=lambda: echo_err(f"health: {health.url}/healthz /readyz /metrics"),
+                )
 
     try:
         aio.run(run())
@@ -210,7 +218,7 @@ def run_subscriber(
             f"{s['mode']}: {s['delivered']} delivered, {s['gaps']} gaps, "
             f"{s['duplicates']} duplicates, longest silence {s['max_silence_s'] * 1000:.0f} ms"
         )
-    else:
+    elif not screen.on_terminal:  # a terminal keeps the live table's final frame
         echo(stats.render(time.monotonic()))
     return stats
 

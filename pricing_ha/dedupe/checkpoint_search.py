@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_kind
+from pricing_ha.kafka.ranges import read_ranges
 
 __all__ = ["Reader", "latest_checkpoints"]
 
@@ -114,28 +114,12 @@ def _search(
     counted: Callable[[], None],
 ) -> dict[int, PartitionView]:
     """The latest checkpoint in ``[start, end)`` of each partition in ``ranges``."""
-    reader.assign([TopicPartition(topic, p, lo) for p, (lo, _) in ranges.items()])
-    pending = {p for p, (lo, hi) in ranges.items() if hi > lo}
     found: dict[int, PartitionView] = {}
-    deadline = time.monotonic() + _SEARCH_TIMEOUT_S
-    while pending and time.monotonic() < deadline and not stop.is_set():
-        for msg in reader.consume(500, 0.2):
-            p, offset = msg.partition(), msg.offset()
-            if p not in pending or offset is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(p)
-                continue
-            counted()
-            if offset >= ranges[p][1] - 1:
-                pending.discard(p)
-            if offset >= ranges[p][1]:
-                continue
-            control = control_kind(msg.key(), msg.headers())
-            if control is not None and control[0] == CHECKPOINT:
-                view = PartitionView.decode(msg.value() or b"", offset)
-                if view is not None:
-                    found[p] = view
+    for msg in read_ranges(reader, topic, ranges, _SEARCH_TIMEOUT_S, should_stop=stop.is_set):
+        counted()
+        control = control_kind(msg.key(), msg.headers())
+        if control is not None and control[0] == CHECKPOINT:
+            view = PartitionView.decode(msg.value() or b"", msg.offset() or 0)
+            if view is not None:
+                found[msg.partition() or 0] = view
     return found

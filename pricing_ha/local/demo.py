@@ -17,7 +17,6 @@ bound, with its cause) or FAILED (see :mod:`pricing_ha.local.verdict`).
 from __future__ import annotations
 
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -40,13 +39,12 @@ from pricing_ha.local.demo_report import (
     trace_notes,
     write_verdict,
 )
+from pricing_ha.local.demo_screen import demo_screen
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.judging import judge
 from pricing_ha.local.procs import ProcessGroup
 from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict
 from pricing_ha.publishing.publisher import neli_group_id
-
-_CLEAR = "\x1b[H\x1b[2J"
 
 
 @dataclass
@@ -353,22 +351,13 @@ def _drive(
     run.note(f"feed: {options.instruments} instruments at {options.rate_hz:g} Hz")
     feed_t0 = time.monotonic()
     actions = run.schedule(options.duration_s, s)
-    tty = sys.stdout.isatty() and options.live
-    next_print = 0.0
-    shown = 0  # events already printed (a log, not a terminal, gets each one once)
-    while feed.alive():
-        elapsed = time.monotonic() - feed_t0
-        while actions and actions[0][0] <= elapsed:
-            actions.pop(0)[2]()
-        if options.live and time.monotonic() >= next_print:
-            if tty:
-                text = view.render(groups, run.now, run.events[-6:])
-            else:
-                text = view.render(groups, run.now, run.events[shown:])
-                shown = len(run.events)
-            out(f"{_CLEAR}{text}" if tty else text)
-            next_print = time.monotonic() + (0.5 if tty else 5.0)
-        time.sleep(0.1)
+    with demo_screen(lambda: view.state(groups, run.now), out, live=options.live) as screen:
+        while feed.alive():
+            elapsed = time.monotonic() - feed_t0
+            while actions and actions[0][0] <= elapsed:
+                actions.pop(0)[2]()
+            screen.tick()
+            time.sleep(0.1)
     for _, _, action in actions:  # a feed that ended early still gets every fault
         action()
     if feed.wait(10) != 0:

@@ -2,7 +2,8 @@
 
 A background thread keeps, per NELI member, its latest heartbeat (so: who leads what, in every
 group, as each member reports it) and, per instrument, what arrived on ``prices`` (count, last
-seq, duplicates, gaps, last arrival, and which relay wrote it). :meth:`LiveView.render` draws it.
+seq, duplicates, gaps, last arrival, and which relay wrote it). :meth:`LiveView.state` is that at
+one instant, for :mod:`pricing_ha.local.demo_screen` to draw.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from neli import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
+from pricing_ha.local.demo_screen import InstrumentLine, ViewState
 from pricing_ha.local.seqs import value_epoch, value_seq
 
 
@@ -161,32 +163,22 @@ class LiveView:
                         out.setdefault(p, []).append(hb.member_name.split("/")[-1])
         return out
 
-    def render(self, groups: dict[str, str], elapsed: float, events: list[str]) -> str:
-        """The view as text: leadership per group, the instruments on ``prices``, then
-        ``events`` (the caller chooses: the latest few on a terminal, the new ones in a log)."""
-        lines = [f"pricing-ha demo  t = {elapsed:5.1f} s"]
-        for label, group in groups.items():
-            cells = [
-                f"p{p}:{'+'.join(sorted(ms)) or '-':<7}" for p, ms in self.leaders(group).items()
-            ]
-            lines.append(f"  {label:<6} {' '.join(cells)}")
+    def state(self, groups: dict[str, str], elapsed_s: float) -> ViewState:
+        """What the view shows now: leadership of each group (label -> NELI group id), then the
+        instruments on ``prices`` (drawn by :mod:`pricing_ha.local.demo_screen`)."""
+        leaders = {label: self.leaders(group) for label, group in groups.items()}
         now = time.monotonic()
         with self._lock:
-            items = sorted(self._lines.items())
+            lines = [
+                InstrumentLine(
+                    name,
+                    ln.last_seq,
+                    now - ln.last_arrival if ln.last_arrival else None,
+                    ln.duplicates,
+                    ln.gaps,
+                    ln.relay,
+                )
+                for name, ln in sorted(self._lines.items())
+            ]
             relayed = self._relayed
-        dups = sum(ln.duplicates for _, ln in items)
-        gaps = sum(ln.gaps for _, ln in items)
-        lines.append(
-            f"  prices: {relayed} records, {len(items)} instruments, duplicates {dups}, gaps {gaps}"
-        )
-        row = []
-        for name, ln in items:
-            stale = now - ln.last_arrival if ln.last_arrival else float("nan")
-            row.append(f"{name}:{ln.last_seq}({stale:3.1f}s)")
-            if len(row) == 5:
-                lines.append("   " + "  ".join(row))
-                row = []
-        if row:
-            lines.append("   " + "  ".join(row))
-        lines.extend(f"  > {e}" for e in events)
-        return "\n".join(lines)
+        return ViewState(elapsed_s, leaders, relayed, lines)

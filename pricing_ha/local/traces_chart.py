@@ -1,4 +1,4 @@
-"""The leadership timeline of ``pricing-ha traces``: one self-contained HTML page, inline SVG.
+"""The leadership timeline of ``pricing-ha traces``: one self-contained HTML page.
 
 One chart per NELI group; one row per partition, split into a lane per member that led it, so
 that the overlaps of non-exclusive hand-overs show. A term is a bar from its gain to its loss;
@@ -8,46 +8,35 @@ times and the reasons. Publisher switches seen by the relay get a chart of their
 per switch, per partition, coloured by the group switched to). The faults of the demo's run
 record (:data:`~pricing_ha.local.traces_view.RUN_FILE`) are marked across every chart: a red
 line where each struck, a band over the time a lasting one (a pause, a lost AZ, a killed
-broker until its restart) lasted, hover for what it was. No external assets.
+broker until its restart) lasted, hover for what it was. Every chart shares one time axis, on
+the run's clock. The charts are matplotlib's, inlined as SVG (:mod:`pricing_ha.charts`): no
+external assets.
 """
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
 
+from pricing_ha.charts import PALETTE, Note, figure, style, svg
 from pricing_ha.local.traces_tree import render_tree
 from pricing_ha.local.traces_view import RUN_FILE, Switch, Term, TraceSet, switches, terms
 from pricing_ha.local.verdict import Fault
 
 __all__ = ["render_html", "write_trace_report"]
 
-_WIDTH = 1100
-_LEFT = 120
-_RIGHT = 20
-_LANE = 14
-_ROW_PAD = 8
-_AXIS = 28
-_PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#59a14f",
-    "#e15759",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
+_WIDTH_IN = 11.0
+_LANE_IN = 0.19  # inches per lane (one member's bars in one partition's row)
+_AXES_IN = 0.75  # the time axis and its label, below the lanes
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
-svg text { font-size: 11px; fill: #333; }
+figure { margin: 0; } svg { max-width: 100%; height: auto; }
 .legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
             vertical-align: -2px; }
@@ -55,64 +44,35 @@ svg text { font-size: 11px; fill: #333; }
 """
 
 
-class _Scale:
+class _Clock:
+    """The run's clock: nanoseconds of wall time to seconds since its ``t=0``; the time range
+    every chart shows."""
+
     def __init__(self, t0: int, t1: int, origin: int) -> None:
-        self.t0 = t0
-        self.origin = origin  # the run's t=0 (labels), which may precede the first span
-        self.span = max(int((t1 - t0) * 1.03), 1)  # a margin: the last terms stay visible
-        self.width = _WIDTH - _LEFT - _RIGHT
+        self.origin = origin  # the run's t=0, which may precede the first span
+        margin = max((t1 - t0) * 0.03, 1e6)  # the last terms stay visible
+        self.lo, self.hi = self.s(t0), self.s(int(t1 + margin))
 
-    def x(self, ns: int) -> float:
-        return _LEFT + (ns - self.t0) / self.span * self.width
+    def s(self, ns: int) -> float:
+        return (ns - self.origin) / 1e9
 
-    def ticks(self) -> list[tuple[float, str]]:
-        seconds = self.span / 1e9
-        raw = seconds / 10
-        mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-        step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-        out = []
-        k = 0
-        while k * step <= seconds + 1e-9:
-            out.append(
-                (
-                    self.x(self.t0 + int(k * step * 1e9)),
-                    f"t={(self.t0 - self.origin) / 1e9 + k * step:.1f} s",
-                )
-            )
-            k += 1
-        return out
+    def axis(self, ax: Axes) -> None:
+        ax.set_xlim(self.lo, self.hi)
+        ax.set_xlabel("t (s, on the run's clock)")
+        ax.grid(axis="x", color="#ddd", linewidth=0.6)
+        ax.set_axisbelow(True)
 
 
-def _axis(scale: _Scale, y: float, height: float) -> list[str]:
-    parts = []
-    for x, label in scale.ticks():
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{_AXIS - 6}" x2="{x:.1f}" y2="{y + height:.1f}" '
-            'stroke="#ddd" />'
-        )
-        parts.append(f'<text x="{x:.1f}" y="{_AXIS - 10}" text-anchor="middle">{label}</text>')
-    return parts
-
-
-def _hatch(color: str, pid: str) -> str:
-    return (
-        f'<pattern id="{pid}" width="6" height="6" patternUnits="userSpaceOnUse" '
-        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{color}" '
-        f'opacity="0.35"/><line x1="0" y1="0" x2="0" y2="6" stroke="{color}" '
-        'stroke-width="3"/></pattern>'
-    )
-
-
-def _term_title(term: Term, scale: _Scale, end: int) -> str:
+def _term_title(term: Term, clock: _Clock, end: int) -> str:
     def rel(ns: int) -> str:
-        return f"t={(ns - scale.origin) / 1e9:.3f} s"
+        return f"t={clock.s(ns):.3f} s"
 
     ended = (
         f"{term.end_kind} at {rel(end)} ({term.end_reason})"
         if not term.open
         else f"no end recorded, {term.end_note} (drawn to {rel(end)})"
     )
-    return html.escape(
+    return (
         f"{term.member} ({term.member_id}) leads partition {term.partition}\n"
         f"{term.start_kind} at {rel(term.start_ns)}; {ended}"
     )
@@ -129,27 +89,28 @@ def run_faults(directory: Path) -> list[Fault]:
     ]
 
 
-def _fault_marks(faults: Sequence[Fault], scale: _Scale, top: float, bottom: float) -> list[str]:
-    """A band over each lasting fault, a line where each struck (hover: what it was)."""
-    parts = []
-    for f in faults:
-        x0 = scale.x(scale.origin + int(f.at_s * 1e9))
-        title = f"<title>{html.escape(f.describe())}</title>"
+def _fault_marks(ax: Axes, faults: Sequence[Fault], notes: dict[str, Note]) -> None:
+    """A band over each lasting fault, a dashed line where each struck (hover: what it was)."""
+    for k, f in enumerate(faults):
         if f.until_s is not None:
-            x1 = scale.x(scale.origin + int(f.until_s * 1e9))
-            parts.append(
-                f'<rect class="fault" x="{x0:.1f}" y="{top:.1f}" width="{max(x1 - x0, 1):.1f}" '
-                f'height="{bottom - top:.1f}" fill="#e15759" opacity="0.12">{title}</rect>'
-            )
-        parts.append(
-            f'<line class="fault" x1="{x0:.1f}" y1="{top:.1f}" x2="{x0:.1f}" y2="{bottom:.1f}" '
-            f'stroke="#c0392b" stroke-width="1.5" stroke-dasharray="4,2">{title}</line>'
-        )
-    return parts
+            band = ax.axvspan(f.at_s, f.until_s, color="#e15759", alpha=0.12, linewidth=0)
+            band.set_gid(f"band-{k}")
+            notes[f"band-{k}"] = Note(f.describe(), "fault-band", {"at-s": f"{f.at_s:g}"})
+        line = ax.axvline(f.at_s, color="#c0392b", linewidth=1.2, linestyle=(0, (4, 2)))
+        line.set_gid(f"fault-{k}")
+        notes[f"fault-{k}"] = Note(f.describe(), "fault", {"at-s": f"{f.at_s:g}"})
+
+
+def _legend(items: Sequence[tuple[str, int]]) -> str:
+    spans = "".join(
+        f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{html.escape(label)}</span>'
+        for label, i in items
+    )
+    return f'<div class="legend">{spans}</div>'
 
 
 def _group_chart(
-    group: str, group_terms: list[Term], scale: _Scale, gid: int, faults: Sequence[Fault] = ()
+    group: str, group_terms: list[Term], clock: _Clock, gid: int, faults: Sequence[Fault] = ()
 ) -> str:
     members: dict[str, int] = {}
     for t in group_terms:
@@ -159,92 +120,91 @@ def _group_chart(
         lanes = rows.setdefault(t.partition, [])
         if t.member_id not in lanes:
             lanes.append(t.member_id)
-    parts: list[str] = []
-    defs = [
-        _hatch(_PALETTE[i % len(_PALETTE)], f"h{gid}-{i}")
-        for i in range(len(members))  # one hatch per member colour
-    ]
-    y = float(_AXIS)
-    for partition in sorted(rows):
-        lanes = rows[partition]
-        height = len(lanes) * _LANE + _ROW_PAD
-        parts.append(
-            f'<rect x="{_LEFT}" y="{y:.1f}" width="{scale.width}" height="{height}" '
-            f'fill="{"#f7f7f7" if partition % 2 else "#fff"}" />'
-        )
-        parts.append(
-            f'<text x="{_LEFT - 8}" y="{y + height / 2 + 4:.1f}" text-anchor="end">'
-            f"partition {partition}</text>"
-        )
-        for t in (t for t in group_terms if t.partition == partition):
-            lane = lanes.index(t.member_id)
-            color_index = members[t.member_id] % len(_PALETTE)
-            end = t.drawn_end_ns
-            x0, x1 = scale.x(t.start_ns), scale.x(max(end, t.start_ns))
-            fill = f"url(#h{gid}-{color_index})" if t.open else _PALETTE[color_index]
-            parts.append(
-                f'<rect x="{x0:.1f}" y="{y + _ROW_PAD / 2 + lane * _LANE:.1f}" '
-                f'width="{max(x1 - x0, 1.5):.1f}" height="{_LANE - 3}" fill="{fill}" '
-                f'data-member="{html.escape(t.member)}" data-partition="{partition}">'
-                f"<title>{_term_title(t, scale, end)}</title></rect>"
-            )
-        y += height
-    svg_height = y + 6
+    n_lanes = sum(len(lanes) + 0.5 for lanes in rows.values())
+    notes: dict[str, Note] = {}
+    with style():
+        fig = figure(_WIDTH_IN, _AXES_IN + _LANE_IN * n_lanes)
+        ax = fig.add_subplot()
+        y, centres = 0.0, []
+        for partition in sorted(rows):
+            lanes = rows[partition]
+            height = len(lanes) + 0.5
+            if partition % 2:
+                ax.axhspan(y, y + height, color="#f4f4f4", linewidth=0)
+            centres.append(y + height / 2)
+            for t in (t for t in group_terms if t.partition == partition):
+                colour = PALETTE[members[t.member_id] % len(PALETTE)]
+                end = t.drawn_end_ns
+                start_s, end_s = clock.s(t.start_ns), clock.s(max(end, t.start_ns))
+                lane_y = y + 0.7 + lanes.index(t.member_id)
+                width = max(end_s - start_s, (clock.hi - clock.lo) / 800)
+                # An open term: pale, with its member's colour in hatching over it.
+                face = to_rgba(colour, 0.25) if t.open else colour
+                (bar,) = ax.barh(lane_y, width, left=start_s, height=0.8, color=face, linewidth=0)
+                if t.open:
+                    ax.barh(
+                        lane_y,
+                        width,
+                        left=start_s,
+                        height=0.8,
+                        facecolor="none",
+                        edgecolor=colour,
+                        hatch="////",
+                        linewidth=0,
+                    )
+                key = f"term-{len(notes)}"
+                bar.set_gid(key)
+                notes[key] = Note(
+                    _term_title(t, clock, end),
+                    "term",
+                    {"member": t.member, "partition": str(partition)},
+                )
+            y += height
+        ax.set_yticks(centres, [f"partition {p}" for p in sorted(rows)])
+        ax.tick_params(axis="y", length=0)
+        ax.set_ylim(y, 0)
+        clock.axis(ax)
+        _fault_marks(ax, faults, notes)
+        chart = svg(fig, f"g{gid}", notes)
     names = {t.member_id: t.member for t in group_terms}
-    legend = "".join(
-        f'<span><i style="background:{_PALETTE[i % len(_PALETTE)]}"></i>'
-        f"{html.escape(names[m])}</span>"
-        for m, i in members.items()
-    )
     return (
         f"<h2>NELI group {html.escape(group)}</h2>"
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{svg_height:.0f}" '
-        f'data-group="{html.escape(group)}"><defs>{"".join(defs)}</defs>'
-        + "".join(_axis(scale, _AXIS, y - _AXIS))
-        + "".join(parts)
-        + "".join(_fault_marks(faults, scale, _AXIS, y))
-        + f'</svg><div class="legend">{legend}</div>'
+        f'<figure data-group="{html.escape(group)}">{chart}</figure>'
+        + _legend([(names[m], i) for m, i in members.items()])
     )
 
 
-def _switch_chart(moves: Sequence[Switch], scale: _Scale) -> str:
+def _switch_chart(moves: Sequence[Switch], clock: _Clock) -> str:
     partitions = sorted({w.partition for w in moves if w.partition is not None})
     groups: dict[str, int] = {}
     for w in moves:
         groups.setdefault(w.source_to.rsplit("/", 1)[0], len(groups))
-    y = float(_AXIS)
-    parts: list[str] = []
-    row_y: dict[int, float] = {}
-    for p in partitions:
-        row_y[p] = y
-        parts.append(
-            f'<text x="{_LEFT - 8}" y="{y + 12:.1f}" text-anchor="end">partition {p}</text>'
-        )
-        y += _LANE + _ROW_PAD
-    for w in moves:
-        if w.partition is None:
-            continue
-        x, top = scale.x(w.at_ns), row_y[w.partition]
-        color = _PALETTE[groups[w.source_to.rsplit("/", 1)[0]] % len(_PALETTE)]
-        title = html.escape(
-            f"{w.stage}: {w.instrument}: {w.source_from} -> {w.source_to}\n"
-            f"silence {w.silence_s * 1000:.0f} ms, gap {w.gap_seq} seq, "
-            f"{w.duplicates_dropped} duplicates dropped"
-        )
-        parts.append(
-            f'<path d="M{x:.1f},{top + 2:.1f} l5,{_LANE - 2} l-10,0 z" fill="{color}" '
-            f'data-instrument="{html.escape(w.instrument)}"><title>{title}</title></path>'
-        )
-    legend = "".join(
-        f'<span><i style="background:{_PALETTE[i % len(_PALETTE)]}"></i>to {html.escape(g)}</span>'
-        for g, i in groups.items()
-    )
+    notes: dict[str, Note] = {}
+    with style():
+        fig = figure(_WIDTH_IN, _AXES_IN + 0.3 * len(partitions))
+        ax = fig.add_subplot()
+        for k, w in enumerate(moves):
+            if w.partition is None:
+                continue
+            colour = PALETTE[groups[w.source_to.rsplit("/", 1)[0]] % len(PALETTE)]
+            (mark,) = ax.plot(
+                [clock.s(w.at_ns)], [partitions.index(w.partition)], "v", color=colour, ms=7
+            )
+            mark.set_gid(f"switch-{k}")
+            notes[f"switch-{k}"] = Note(
+                f"{w.stage}: {w.instrument}: {w.source_from} -> {w.source_to}\n"
+                f"silence {w.silence_s * 1000:.0f} ms, gap {w.gap_seq} seq, "
+                f"{w.duplicates_dropped} duplicates dropped",
+                "switch",
+                {"instrument": w.instrument},
+            )
+        ax.set_yticks(range(len(partitions)), [f"partition {p}" for p in partitions])
+        ax.set_ylim(len(partitions) - 0.5, -0.5)
+        clock.axis(ax)
+        chart = svg(fig, "switches", notes)
     return (
         "<h2>Publisher switches seen by the relay (and subscribers in direct mode)</h2>"
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{y + 6:.0f}">'
-        + "".join(_axis(scale, _AXIS, y - _AXIS))
-        + "".join(parts)
-        + f'</svg><div class="legend">{legend}</div>'
+        f"<figure>{chart}</figure>" + _legend([(f"to {g}", i) for g, i in groups.items()])
     )
 
 
@@ -259,15 +219,15 @@ def render_html(
     """The whole page (see the module docstring); ``faults`` are marked on every group's
     chart and listed above them."""
     first = min((t.start_ns for t in all_terms), default=traces.origin_ns)
-    scale = _Scale(min(first, traces.end_ns), traces.end_ns, traces.origin_ns)
+    clock = _Clock(min(first, traces.end_ns), traces.end_ns, traces.origin_ns)
     by_group: dict[str, list[Term]] = {}
     for t in all_terms:
         by_group.setdefault(t.group, []).append(t)
     charts = [
-        _group_chart(g, by_group[g], scale, i, faults) for i, g in enumerate(sorted(by_group))
+        _group_chart(g, by_group[g], clock, i, faults) for i, g in enumerate(sorted(by_group))
     ]
     if moves:
-        charts.append(_switch_chart(moves, scale))
+        charts.append(_switch_chart(moves, clock))
     if not charts:
         charts.append("<p>No leadership spans found.</p>")
     return (

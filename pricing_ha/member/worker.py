@@ -56,6 +56,14 @@ RECOMMIT_IDLE_S = 1.0
 # how soon it asks again when the coordinator did not answer.
 COMMITTED_TIMEOUT_S = 2.0
 HEAL_RETRY_S = 0.5
+# A restart of unstarted partitions asks for committed offsets on the worker thread, which
+# then works no other partition: each try waits at most HEAL_TIMEOUT_S (an answering
+# coordinator takes milliseconds), and while the coordinator stays silent the tries back off,
+# doubling from HEAL_RETRY_S up to HEAL_MAX_S. (Retried every 0.5 s with a 2 s wait, a
+# publisher whose quote consumer had lost its coordinator for 20 s after a broker stall spent
+# 80 % of that time waiting.)
+HEAL_TIMEOUT_S = 0.5
+HEAL_MAX_S = 5.0
 
 
 class TakeoverDeferredError(PricingError):
@@ -98,6 +106,7 @@ class PartitionWorker(abc.ABC):
         # When to restart partitions a coordinator error may have left unstarted (see
         # pricing_ha.kafka.positions), or None.
         self._heal_at: float | None = None
+        self._heal_backoff_s = HEAL_RETRY_S
         self.leads = leads
         self.active: set[int] = set()
         # Partitions NELI gave us (last command was a gain). A partition can leave `active`
@@ -224,7 +233,7 @@ class PartitionWorker(abc.ABC):
         ``unknown``: some were assigned without a known start, left to librdkafka's own look-up
         of the committed offset (:func:`pricing_ha.kafka.positions.any_unknown`): unstarted
         partitions are restarted at their committed offsets :data:`HEAL_RETRY_S` later, and
-        again until every committed offset is known.
+        again, backing off up to :data:`HEAL_MAX_S`, until every committed offset is known.
         """
         now = time.monotonic()
         for partition in partitions:
@@ -325,14 +334,23 @@ class PartitionWorker(abc.ABC):
                 return
             await asyncio.to_thread(done.wait, FLUSH_TIMEOUT_S)
 
+    def _heal(self) -> None:
+        """Restart unstarted partitions (:func:`restart_unstarted`); try again, backing off,
+        while a committed offset is still unknown."""
+        if restart_unstarted(self.consumer, HEAL_TIMEOUT_S):
+            self._heal_at = None
+            self._heal_backoff_s = HEAL_RETRY_S
+            return
+        self._heal_at = time.monotonic() + self._heal_backoff_s
+        self._heal_backoff_s = min(HEAL_MAX_S, 2 * self._heal_backoff_s)
+
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 self._apply_commands()
                 self._reconcile()
                 if self._heal_at is not None and time.monotonic() >= self._heal_at:
-                    healed = restart_unstarted(self.consumer, COMMITTED_TIMEOUT_S)
-                    self._heal_at = None if healed else time.monotonic() + HEAL_RETRY_S
+                    self._heal()
                 self.tend()
                 if not self.reading():
                     time.sleep(FIRST_WAIT_S)

@@ -1,15 +1,15 @@
-"""The pipeline's report: every table as Parquet, and one self-contained HTML page (inline SVG).
+"""The pipeline's report: every table as Parquet, and one self-contained HTML page.
 
 The page opens with the exactly-once verdict, then charts a person can read at a glance — the
 leadership timeline per group (who published when, with each fail-over marked), the longest
 silence per instrument, the end-to-end latency distribution — and the tables behind them.
+The charts are matplotlib's, inlined as SVG (:mod:`pricing_ha.pipeline.report_charts`).
 No scripts, fonts or styles from elsewhere: it opens anywhere, offline.
 """
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,15 +25,19 @@ from pricing_ha.pipeline.jobs import (
     bars_job,
     reconcile_job,
 )
+from pricing_ha.pipeline.report_charts import (
+    LATENCY_FLOOR_MS,
+    latency_svg,
+    silences_svg,
+    timeline_svg,
+)
 
 __all__ = ["ReportResult", "ingest_and_report", "render_html", "report_job"]
 
-_W, _LEFT, _RIGHT = 1000, 150, 20
-_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1")
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1060px; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
-svg text { font-size: 11px; fill: #333; }
+svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 12px; }
 td, th { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: right; }
 td:first-child, th:first-child { text-align: left; }
@@ -81,94 +85,6 @@ def _table(rows: Sequence[Row], limit: int = 200) -> str:
     return f"<table><tr>{head}</tr>{body}</table>{more}"
 
 
-def _timeline(leadership: Sequence[Row], failovers: Sequence[Row]) -> str:
-    """One lane per (group, member): a block per bucket it published in; fail-overs as ticks."""
-    if not leadership:
-        return '<p class="note">no raw prices</p>'
-    lanes = sorted({(r["group"], r["member"]) for r in leadership})
-    t0 = min(r["bucket"] for r in leadership).timestamp()
-    t1 = max(r["bucket"] for r in leadership).timestamp() + 1
-    span = max(t1 - t0, 1.0)
-    width = _W - _LEFT - _RIGHT
-    lane_h, top = 18, 10
-    height = top + lane_h * len(lanes) + 30
-    groups = sorted({g for g, _ in lanes})
-    colour = {g: _PALETTE[i % len(_PALETTE)] for i, g in enumerate(groups)}
-    out = [f'<svg width="{_W}" height="{height}" role="img" aria-label="leadership timeline">']
-    for i, (group, member) in enumerate(lanes):
-        y = top + i * lane_h
-        out.append(f'<text x="4" y="{y + 12}">{_esc(group)} / {_esc(member)}</text>')
-    index = {lane: i for i, lane in enumerate(lanes)}
-    bucket_w = max(width / span, 1.0)
-    for r in leadership:
-        i = index[(r["group"], r["member"])]
-        x = _LEFT + (r["bucket"].timestamp() - t0) / span * width
-        out.append(
-            f'<rect x="{x:.1f}" y="{top + i * lane_h + 2}" width="{bucket_w:.1f}" '
-            f'height="{lane_h - 4}"'
-            f' fill="{colour[r["group"]]}"><title>{_esc(r["member"])} at {_fmt(r["bucket"])}: '
-            f"{r['prices']} prices</title></rect>"
-        )
-    for f in failovers:
-        lane = (f["group"], f["to_member"])
-        if lane not in index:
-            continue
-        x = _LEFT + (f["at"].timestamp() - t0) / span * width
-        y = top + index[lane] * lane_h
-        out.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y}" y2="{y + lane_h}" stroke="#c62828" '
-            f'stroke-width="2"><title>{_esc(f["instrument"])}: {_esc(f["from_member"])} → '
-            f"{_esc(f['to_member'])}, hand-over {_fmt(f['handover_s'])} s</title></line>"
-        )
-    y_axis = top + lane_h * len(lanes) + 14
-    for k in range(6):
-        x = _LEFT + k * width / 5
-        out.append(
-            f'<text x="{x:.0f}" y="{y_axis}" text-anchor="middle">+{span * k / 5:.0f} s</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _hbars(items: Sequence[tuple[str, float]], unit: str) -> str:
-    if not items:
-        return '<p class="note">(none)</p>'
-    top = max(v for _, v in items) or 1.0
-    width = _W - _LEFT - _RIGHT - 60
-    h = 16
-    out = [f'<svg width="{_W}" height="{len(items) * h + 10}" role="img">']
-    for i, (label, v) in enumerate(items):
-        y = 4 + i * h
-        w = v / top * width
-        out.append(f'<text x="4" y="{y + 11}">{_esc(label)}</text>')
-        out.append(f'<rect x="{_LEFT}" y="{y}" width="{w:.1f}" height="{h - 3}" fill="#4e79a7"/>')
-        out.append(f'<text x="{_LEFT + w + 4:.1f}" y="{y + 11}">{v:.3f} {unit}</text>')
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _histogram(bins: Sequence[tuple[float, int]], width_ms: float) -> str:
-    if not bins:
-        return '<p class="note">no latencies (no relay_ns headers)</p>'
-    top = max(c for _, c in bins)
-    n = len(bins)
-    plot_w, plot_h = _W - _LEFT - _RIGHT, 160
-    bw = plot_w / n
-    out = [f'<svg width="{_W}" height="{plot_h + 40}" role="img" aria-label="latency histogram">']
-    for i, (lo, c) in enumerate(bins):
-        h = c / top * plot_h
-        out.append(
-            f'<rect x="{_LEFT + i * bw:.1f}" y="{10 + plot_h - h:.1f}" width="{max(bw - 1, 1):.1f}"'
-            f' height="{h:.1f}" fill="#59a14f">'
-            f"<title>{lo:.1f} to {lo + width_ms:.1f} ms: {c}</title></rect>"
-        )
-    for k in range(0, n, max(1, n // 8)):
-        x = _LEFT + k * bw
-        out.append(f'<text x="{x:.0f}" y="{plot_h + 26}">{bins[k][0]:.0f} ms</text>')
-    out.append(f'<text x="4" y="20">{top} prices</text></svg>')
-    return "".join(out)
-
-
 def render_html(
     verdict: ReconcileResult,
     *,
@@ -176,11 +92,11 @@ def render_html(
     failovers: Sequence[Row],
     leadership: Sequence[Row],
     first_delivery: Sequence[Row],
-    latency_bins: Sequence[tuple[float, int]],
-    bin_ms: float,
+    latency_bins: Sequence[tuple[float, float, int]],
     bars: Sequence[Row],
 ) -> str:
-    """The report page (see the module docstring)."""
+    """The report page (see the module docstring); ``latency_bins`` are (low ms, high ms,
+    prices), log-spaced (:func:`_latency_bins`)."""
     css = "ok" if verdict.ok else "bad"
     silences = [(str(r["instrument"]), float(r["longest_silence_s"] or 0.0)) for r in availability]
     parts = [
@@ -189,11 +105,11 @@ def render_html(
         "<h1>pricing-ha: availability report</h1>",
         f'<p class="{css}">{_esc(verdict.render(limit=0).splitlines()[0])}</p>',
         "<h2>Leadership timeline (prices.raw; red ticks: a change of publishing member)</h2>",
-        _timeline(leadership, failovers),
+        timeline_svg(leadership, failovers),
         "<h2>Longest silence on prices, per instrument</h2>",
-        _hbars(silences, "s"),
+        silences_svg(silences),
         "<h2>End-to-end latency (source time → relay), all prices</h2>",
-        _histogram(latency_bins, bin_ms),
+        latency_svg(latency_bins),
         "<h2>Per instrument</h2>",
         _table(availability),
         "<h2>Share of prices delivered first, per group</h2>",
@@ -209,18 +125,22 @@ def render_html(
     return "\n".join(parts)
 
 
-def _latency_bins(
-    inputs: Inputs, p99_ms: float, n: int = 40
-) -> tuple[list[tuple[float, int]], float]:
-    width = max(p99_ms * 1.5 / n, 0.1) if p99_ms > 0 else 1.0
-    ms = (F.col("relay_ns") - F.col("source_time_ns")) / F.lit(1e6)
-    idx = F.least(F.floor(ms / F.lit(width)), F.lit(n - 1)).alias("i")
+def _latency_bins(inputs: Inputs, per_decade: int = 10) -> list[tuple[float, float, int]]:
+    """(low ms, high ms, prices) per log-spaced bin (``per_decade`` bins in each power of ten)
+    of the source-to-relay latency, empty bins between the first and the last included;
+    latencies at or below :data:`LATENCY_FLOOR_MS` fall in the first bin."""
+    ms = F.greatest(
+        (F.col("relay_ns") - F.col("source_time_ns")) / F.lit(1e6), F.lit(LATENCY_FLOOR_MS)
+    )
+    idx = F.floor(F.log10(ms) * F.lit(per_decade)).alias("i")
     counts = inputs.prices.where(F.col("relay_ns").isNotNull()).groupBy(idx).count().collect()
     by = {int(r["i"]): int(r["count"]) for r in counts if r["i"] is not None}
     if not by:
-        return [], width
-    lo = min(0, *by)
-    return [(i * width, by.get(i, 0)) for i in range(lo, n)], width
+        return []
+    return [
+        (10 ** (i / per_decade), 10 ** ((i + 1) / per_decade), by.get(i, 0))
+        for i in range(min(by), max(by) + 1)
+    ]
 
 
 def report_job(inputs: Inputs, out: Path, bar_interval_s: int = 60) -> ReportResult:
@@ -233,16 +153,13 @@ def report_job(inputs: Inputs, out: Path, bar_interval_s: int = 60) -> ReportRes
         return [r.asDict() for r in tables[name].collect()]
 
     availability = sorted(rows("availability"), key=lambda r: str(r["instrument"]))
-    p99 = max((float(r["latency_p99_ms"] or 0.0) for r in availability), default=0.0)
-    bins, width = _latency_bins(inputs, p99 if math.isfinite(p99) else 0.0)
     page = render_html(
         verdict,
         availability=availability,
         failovers=sorted(rows("failovers"), key=lambda r: (r["at"], r["group"], r["instrument"])),
         leadership=rows("leadership"),
         first_delivery=sorted(rows("first_delivery"), key=lambda r: str(r["group"])),
-        latency_bins=bins,
-        bin_ms=width,
+        latency_bins=_latency_bins(inputs),
         bars=[
             r.asDict()
             for r in bars.drop("date").orderBy("instrument", "bar_start").limit(40).collect()

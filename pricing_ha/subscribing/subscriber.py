@@ -15,10 +15,10 @@ figures computed from the delivered stream (see :mod:`pricing_ha.subscribing.sta
 telemetry, sampled prices end their trace here, direct-mode switches of publisher are spans,
 and deliveries are measured (:mod:`pricing_ha.subscribing.telemetry`).
 
-Every partition is assigned manually (no consumer group membership, nothing committed). All
-librdkafka calls run on one dedicated thread, so they never block the event loop and the
-consumer is never used from two threads at once; :meth:`Subscriber.close` waits for an
-in-flight poll before closing it. Usage::
+Partitions are assigned manually (no consumer group membership, nothing committed): every
+partition, or with an instrument filter only the partitions those instruments live on. The
+consumer runs on a thread of its own (:class:`~._reader.AssignedReader`, shared with the
+standalone :class:`~.client.PriceClient`). Usage::
 
     async with Subscriber(cfg, direct=True) as sub:
         async for d in sub:
@@ -27,25 +27,21 @@ in-flight poll before closing it. Usage::
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, TopicPartition
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Bounds, Emission
 from pricing_ha.dedupe.control import RESET
-from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list, is_control
-from pricing_ha.kafka.topics import fetch_metadata
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
+from pricing_ha.subscribing._reader import AssignedReader, fetch_batch, wanted_partitions
 from pricing_ha.subscribing.delivery import Copy, Delivery, price_headers
 from pricing_ha.subscribing.stats import SubscriberStats
 from pricing_ha.subscribing.telemetry import SubscriberTelemetry
@@ -56,9 +52,7 @@ __all__ = ["ConsumerLike", "Delivery", "Subscriber"]
 
 log = logging.getLogger("pricing_ha.subscriber")
 
-_BATCH = 1000
 _WAIT_S = 0.1  # longest single poll, so stop requests and window expiries are seen promptly
-_R = TypeVar("_R")
 
 
 class ConsumerLike(Protocol):
@@ -81,23 +75,14 @@ class ConsumerLike(Protocol):
         ...
 
 
-def _fetch(consumer: ConsumerLike, wait_s: float) -> list[Message]:
-    """Waits up to ``wait_s`` for one record, then takes whatever else is already there.
-
-    ``consume(n, timeout)`` alone would wait for the whole timeout unless n records arrive,
-    adding up to ``wait_s`` of latency to every price.
-    """
-    first = consumer.consume(1, wait_s)
-    return first + consumer.consume(_BATCH - 1, 0) if first else first
-
-
-class Subscriber:
+class Subscriber(AssignedReader):
     """Reads prices (from the relay, or both groups' raw copies) as an async iterator.
 
     Args:
         cfg: the application configuration (topics, broker, relay reorder window).
         direct: arbitrate ``prices.raw`` locally instead of reading ``prices``.
-        instruments: deliver only these instruments (all when ``None``).
+        instruments: deliver only these instruments (all when ``None``), assigning only
+            their partitions.
         from_beginning: start at the beginning of every partition instead of the end.
         clock: monotonic seconds, for silences and reorder deadlines.
         wall_ns: wall clock in nanoseconds, for latencies.
@@ -119,11 +104,13 @@ class Subscriber:
         telemetry: Telemetry | None = None,
     ) -> None:
         """Prepares the subscriber; nothing connects until :meth:`start`."""
+        super().__init__(thread_name="subscriber")
         self.cfg = cfg
         self.direct = direct
         self.topic = cfg.topics.raw if direct else cfg.topics.prices
         self.from_beginning = from_beginning
-        self._keys = None if instruments is None else {i.encode() for i in instruments}
+        self._instruments = None if instruments is None else list(instruments)
+        self._keys = None if self._instruments is None else {i.encode() for i in self._instruments}
         self._clock = clock
         self._wall_ns = wall_ns
         self._consumer_factory = consumer_factory or (lambda conf: Consumer(conf, logger=log))
@@ -150,9 +137,7 @@ class Subscriber:
             topic=self.topic,
             max_silence_bound_s=cfg.subscriber.max_silence_bound_s,
         )
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="subscriber")
         self._consumer: ConsumerLike | None = None
-        self._closed = False
         # Never joined or committed: assign() needs no group, librdkafka needs an id.
         self.group_id = f"pricing-ha-subscriber-{uuid.uuid4().hex[:12]}"
         self._telemetry = SubscriberTelemetry(
@@ -160,12 +145,8 @@ class Subscriber:
         )
         self._telemetry.declare(range(cfg.topics.partitions))
 
-    async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
-        """Runs a librdkafka call on the consumer's own thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
     async def start(self) -> None:
-        """Connects and assigns every partition of the topic.
+        """Connects and assigns every partition of the topic (those of the filter, if any).
 
         Raises:
             BrokerUnavailableError: if the broker does not answer in time.
@@ -185,49 +166,16 @@ class Subscriber:
                 },
             )
         )
-        md = await self._call(
-            fetch_metadata,
-            self._consumer,
-            broker.bootstrap_servers,
-            broker.connect_timeout_ms / 1000,
+        count = await self._partition_count(
+            self.topic, broker.bootstrap_servers, broker.connect_timeout_ms / 1000
         )
-        meta = md.topics.get(self.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise TopicLayoutError(
-                f"topic {self.topic!r} does not exist; create it with `pricing-ha topics create`"
-            )
+        wanted = wanted_partitions(self._instruments, count)
         start = OFFSET_BEGINNING if self.from_beginning else OFFSET_END
-        tps = [TopicPartition(self.topic, p, start) for p in sorted(meta.partitions)]
+        assigned = sorted(wanted) if wanted is not None else range(count)
+        tps = [TopicPartition(self.topic, p, start) for p in assigned]
         await self._call(self._consumer.assign, tps)
         mode = "direct" if self.direct else "relay"
         log.info("subscribed to %s (%d partitions, %s mode)", self.topic, len(tps), mode)
-
-    async def close(self) -> None:
-        """Closes the consumer (after any in-flight poll); iteration ends. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._consumer is not None:
-            await self._call(self._consumer.close)
-        self._executor.shutdown(wait=False)
-
-    async def __aenter__(self) -> Subscriber:
-        """Starts the subscriber (closing it again if that fails)."""
-        try:
-            await self.start()
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Closes the subscriber."""
-        await self.close()
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
         """Every delivery, until :meth:`close`."""
@@ -251,7 +199,7 @@ class Subscriber:
         deadline = self.arbiter.next_deadline()
         if deadline is not None:
             wait = max(0.0, min(wait, deadline - self._clock()))
-        msgs = await self._call(_fetch, consumer, wait)
+        msgs = await self._call(fetch_batch, consumer, wait)
         now, wall = self._clock(), self._wall_ns()
         out: list[Delivery] = []
         for msg in msgs:

@@ -92,5 +92,5 @@ def test_demo_three_nodes_judges_a_broker_kill_and_the_loss_of_az_a(tmp_path: Pa
     for breach in verdict["breaches"]:
         assert breach["fault"], f"a breach with no cause: {breach}"
     page = (demo / "leadership.html").read_text()
-    assert page.count('<line class="fault"') >= 2 * len(verdict["faults"])  # P1, P2, relay
+    assert page.count('class="fault" ') >= 2 * len(verdict["faults"])  # P1, P2, relay
     assert f"<li>{broker[0]['text']}" in page

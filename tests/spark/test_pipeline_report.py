@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -49,8 +50,7 @@ def test_report_of_a_failed_verdict_names_the_offending_rows_and_escapes_text() 
             {"group": "p1", "member": "b", "bucket": t, "prices": 4},
         ],
         first_delivery=[{"group": "p1", "first": 10, "share": 1.0}],
-        latency_bins=[(0.0, 3), (5.0, 1)],
-        bin_ms=5.0,
+        latency_bins=[(1.0, 1.26, 3), (1.26, 1.58, 0), (1.58, 2.0, 1)],
         bars=[],
     )
     assert "RECONCILE FAILED: 2 offending rows" in page
@@ -58,4 +58,12 @@ def test_report_of_a_failed_verdict_names_the_offending_rows_and_escapes_text() 
     assert "EUR<USD>" not in page
     assert "1:4, 1:9" in page
     assert page.count("<svg") == 3
-    assert "http" not in page.replace("http://www.w3.org", "")
+    assert ">latency, source time → relay (ms, log scale)</text>" in page
+    assert (
+        re.findall(r"https?://[^\"' <]+", page)
+        == [
+            "http://www.w3.org/2000/svg",
+            "http://www.w3.org/1999/xlink",
+        ]
+        * 3
+    )  # namespace names only: nothing is fetched

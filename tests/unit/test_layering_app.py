@@ -3,6 +3,7 @@
 The tree reads like the architecture, lowest layer first::
 
     errors, aio, (root)          no application imports
+    charts, screen               (root)            (matplotlib SVG for pages; rich live views)
     config                       errors
     kafka                        config            (headers, partitioner, topic layout)
     wire                         kafka             (the records on the topics, as typed structs)
@@ -10,7 +11,7 @@ The tree reads like the architecture, lowest layer first::
     member                       telemetry         (worker, runner, health endpoints)
     publishing, feed, dedupe     member            (feed and dedupe read publishing's formats)
     subscribing, status          dedupe            (direct mode arbitrates like the relay)
-    pipeline                     kafka, publishing (Spark jobs over the topics: the analytical path)
+    pipeline                     kafka, publishing, charts (Spark jobs: the analytical path)
     security                     config            (the role table and its Kafka ACLs)
     local                        everything below  (local Kafka, demo: never production)
     cli                          everything
@@ -37,6 +38,8 @@ ALLOWED: dict[str, set[str]] = {
     "root": set(),
     "errors": set(),
     "aio": set(),
+    "charts": _BASE,
+    "screen": _BASE,
     "config": _BASE,
     "kafka": _BASE | {"config"},
     "wire": _BASE | {"config", "kafka"},
@@ -48,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     "subscribing": _BASE
     | {"config", "kafka", "wire", "telemetry", "member", "publishing", "dedupe"},
     "status": _BASE | {"config", "kafka", "wire"},
-    "pipeline": _BASE | {"config", "kafka", "wire", "telemetry", "publishing"},
+    "pipeline": _BASE | {"config", "kafka", "wire", "telemetry", "publishing", "charts"},
     "security": _BASE | {"config", "kafka"},
 }
 ALLOWED["local"] = set(ALLOWED) - {"local"}

@@ -205,8 +205,10 @@ def test_confluent_kafka_calls_the_callback(signer: FakeSigner, tmp_path: Path) 
 
 # Sites that build Kafka clients without BrokerConfig.client_config because no AppConfig is
 # there, and add the MSK IAM callback themselves (each tested here). None today: the Spark
-# pipeline's clients are Java ones, configured by java_client_properties (in config/).
-OWN_AUTH: set[tuple[str, str]] = set()
+# pipeline's clients are Java ones, configured by java_client_properties (in config/). The
+# standalone subscriber client takes its caller's librdkafka settings instead, where
+# ``oauth_cb`` passes through (test_price_client: the callback reaches the consumer).
+OWN_AUTH: set[tuple[str, str]] = {("subscribing/client.py", '"bootstrap.servers"')}
 # Sites that read broker settings without building a client.
 READ_ONLY = {
     ("member/health.py", ".librdkafka"),  # readiness: security.protocol decides TCP vs ApiVersions

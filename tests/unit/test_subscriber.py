@@ -241,6 +241,17 @@ async def test_instrument_filter_and_invalid_records() -> None:
     await sub.close()
 
 
+async def test_instrument_filter_assigns_only_the_instruments_partitions() -> None:
+    """`subscribe --instrument` assigns the instruments' partitions (murmur2), not all."""
+    from pricing_ha.kafka.partitioning import instrument_partition
+
+    wanted = next(f"S{i}" for i in range(100) if instrument_partition(f"S{i}", 2) == 1)
+    for direct in (False, True):
+        sub, fake = await started(direct=direct, instruments=[wanted])
+        assert [(tp.partition, tp.offset) for tp in fake.assigned] == [(1, OFFSET_END)]
+        await sub.close()
+
+
 async def test_latency_comes_from_publish_header_else_source_time() -> None:
     """Latency is receive minus publish_ns, or minus the source time when no header."""
     sub, fake = await started()

@@ -12,7 +12,7 @@ import pytest
 
 from pricing_ha.local.traces_tree import render_tree
 from pricing_ha.local.traces_view import RUN_FILE, TraceSet, failovers, terms
-from tests.unit.test_traces_view import T0, _Member
+from tests.trace_runs import T0, Member
 
 GROUP = "pricing.relay"
 
@@ -24,7 +24,7 @@ def run_dir(tmp_path: Path) -> Path:
     r2 is then killed while leading; the demo's run record says so."""
 
     async def act() -> None:
-        r1, r2, r3 = (_Member(tmp_path, GROUP, f"relay/r{n}", partitions=2) for n in "123")
+        r1, r2, r3 = (Member(tmp_path, GROUP, f"relay/r{n}", partitions=2) for n in "123")
         for m in (r1, r2, r3):
             m.at(1.0)
         await r1.neli.acquire(0, 1)

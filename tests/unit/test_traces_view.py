@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import cast
 
 import pytest
 from typer.testing import CliRunner
 
-from neli import Neli
-from neli.testing import FakeNeli
 from pricing_ha.cli import app
-from pricing_ha.config import AppConfig, TelemetryConfig
-from pricing_ha.dedupe.arbitration import Emission
-from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.local.traces_chart import write_trace_report
 from pricing_ha.local.traces_tree import render_tree
 from pricing_ha.local.traces_view import (
@@ -27,78 +21,13 @@ from pricing_ha.local.traces_view import (
     switches,
     terms,
 )
-from pricing_ha.telemetry import Telemetry, setup_telemetry
-
-T0 = 1_700_000_000.0  # FakeNeli's wall clock starts here
-P1 = "pricing.p1"
-
-
-class _Member:
-    """A fake NELI member traced to its own span file, as one process would be."""
-
-    def __init__(self, directory: Path, group: str, name: str, partitions: int = 3) -> None:
-        self.neli = FakeNeli(partitions=partitions, group_id=group, member_name=name)
-        self.telemetry: Telemetry = setup_telemetry(
-            AppConfig(telemetry=TelemetryConfig(az="az-x")),
-            service_role="probe",
-            group=group,
-            member=name,
-            trace_file=directory / f"{name.replace('/', '-')}.jsonl",
-            env={},
-        )
-        # The fake stands in for Neli.
-        self.tracing = self.telemetry.observe_neli(cast(Neli, self.neli))
-
-    def at(self, seconds: float) -> None:
-        """Move this member's clock to T0 + seconds."""
-        clock = self.neli._clock  # the fake's own clock: events are stamped with it
-        clock.advance(T0 + seconds - clock.wall())
-
-    def alive_at(self, seconds: float) -> None:
-        """Export one unrelated span at T0 + seconds (its last sign of life)."""
-        ns = int((T0 + seconds) * 1e9)
-        self.telemetry.tracer().start_span("heartbeat", start_time=ns).end(end_time=ns)
+from tests.trace_runs import P1, T0, write_run
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     """A run: P1/a dies leading p0, p1; P1/b takes over; p2 is handed from b to c; one switch."""
-
-    async def act() -> None:
-        a, b, c = (_Member(tmp_path, P1, f"p1/{n}") for n in "abc")
-        relay = _Member(tmp_path, "pricing.relay", "relay/r1")
-        for m in (a, b, c, relay):
-            m.at(0.0)
-        await a.neli.acquire(0, 1)
-        b.at(0.5)
-        await b.neli.acquire(2)
-        relay.at(0.2)
-        await relay.neli.acquire(0, 1, 2)
-        a.alive_at(4.8)
-        a_meta = a.neli.heartbeat_meta()  # its last heartbeat, then SIGKILL: no more spans
-        a.telemetry.shutdown()
-        b.at(8.0)
-        await b.neli.acquire(0, 1, predecessor=a_meta)
-        trace_switch(
-            relay.telemetry.tracer(),
-            Emission("EURUSD", 42, None, "p2/a", 0, "p1/a", 0.35, 7),
-            stage="relay",
-            partition=1,
-            observer="r1",
-            at_ns=int((T0 + 8.1) * 1e9),
-        )
-        b_meta = b.neli.heartbeat_meta()
-        b.at(9.0)
-        await b.neli.revoke(2, reason="rebalance")
-        c.at(9.2)
-        await c.neli.acquire(2, predecessor=b_meta)
-        for m in (b, c, relay):
-            m.telemetry.shutdown()
-
-    import asyncio
-
-    asyncio.run(act())
-    return tmp_path
+    return write_run(tmp_path)
 
 
 def test_terms_cover_every_group_partition_and_member(run_dir: Path) -> None:
@@ -178,8 +107,9 @@ def test_html_timeline_is_self_contained_and_shows_each_group_partition_member(
     )
     assert page.count("partition 2</text>") == 2  # in the P1 chart and the relay chart
     assert 'data-instrument="EURUSD"' in page
-    assert not re.search(r"<script|<link|<img|src=|href=", page)
-    assert re.findall(r"https?://[^\"']+", page) == ["http://www.w3.org/2000/svg"] * 3
+    assert not re.search(r"<script|<link|<img|src=|href=\"(?!#)", page)  # in-page links only
+    names = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}  # namespaces
+    assert set(re.findall(r"https?://[^\"']+", page)) == names
 
 
 def test_traces_command_prints_the_tree_and_the_html_path(run_dir: Path, tmp_path: Path) -> None:
@@ -211,9 +141,11 @@ def test_html_timeline_marks_every_fault_of_the_run_record(run_dir: Path, tmp_pa
     page = out.read_text()
     assert "<li>SIGKILL broker 2 (rack b) (t=4.8-7.0 s)</li>" in page
     assert "<li>AZ a lost: SIGSTOP broker 1 and p1-b, relay-r1 (t=8.5-9.5 s)</li>" in page
-    lines = re.findall(r'<line class="fault" x1="([\d.]+)"[^>]*><title>([^<]+)</title>', page)
-    bands = re.findall(r'<rect class="fault" x="[\d.]+"[^>]*><title>([^<]+)</title>', page)
+    lines = re.findall(
+        r'class="fault" data-at-s="[^"]+">\s*<title>([^<]+)</title>\s*<path d="M ([\d.]+) ', page
+    )
+    bands = re.findall(r'class="fault-band" data-at-s="[^"]+">\s*<title>([^<]+)</title>', page)
     assert len(lines) == 3 * 2  # every fault, on the P1 chart and on the relay's
     assert sorted(bands) == sorted([faults[0].describe(), faults[1].describe()] * 2)
-    x = {title: float(x1) for x1, title in lines}
+    x = {title: float(x1) for title, x1 in lines}  # where each is drawn
     assert x[faults[0].describe()] < x[faults[1].describe()] < x[faults[2].describe()]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message
 
 from pricing_ha.kafka.positions import any_unknown, committed_starts
-from pricing_ha.member.worker import PartitionWorker
+from pricing_ha.member.worker import HEAL_MAX_S, HEAL_RETRY_S, PartitionWorker
 from tests.unit.test_kafka_positions import FakeConsumer
 from tests.waiting import wait_for
 
@@ -81,3 +82,30 @@ def test_known_starts_schedule_no_restart() -> None:
     timed_out = _PollingConsumer({}, failures=9, code=KafkaError._TIMED_OUT)
     assert any_unknown(committed_starts(timed_out, "t", [0], 0.05))
     assert OFFSET_INVALID not in consumer.assigned.values()
+
+
+def test_a_silent_coordinator_is_asked_again_less_and_less_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While committed offsets stay unknown, restarts back off (doubling, capped), then reset."""
+    now = [100.0]
+    monkeypatch.setattr("pricing_ha.member.worker.time.monotonic", lambda: now[0])
+    consumer = _PollingConsumer({3: 77}, failures=6, code=KafkaError._TIMED_OUT)
+    worker = _Worker(consumer)
+    worker.assign(3)  # the first failure: assigned at OFFSET_INVALID
+    waits = []
+    for _ in range(5):
+        assert worker._heal_at is not None
+        waits.append(round(worker._heal_at - now[0], 3))
+        now[0] = worker._heal_at
+        worker._heal()
+    r = HEAL_RETRY_S
+    assert waits == [r, r, 2 * r, 4 * r, 8 * r]
+    assert worker._heal_at is not None
+    assert worker._heal_at - now[0] == HEAL_MAX_S
+    now[0] = worker._heal_at
+    worker._heal()  # the coordinator answers: restarted, and the back-off starts over
+    assert worker._heal_at is None
+    assert consumer.assigned == {3: 77}
+    worker.starting([3], unknown=True)
+    assert worker._heal_at == now[0] + HEAL_RETRY_S
