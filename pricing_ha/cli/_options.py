@@ -1,6 +1,7 @@
 """Telemetry and health options shared by the long-running commands (``run``, ``dedupe``, ``feed``).
 
-``--az`` overrides ``[telemetry] az`` (as ``PRICING_HA__TELEMETRY__AZ`` does); ``--health-file``
+``--az`` overrides ``[telemetry] az`` (as ``PRICING_HA__TELEMETRY__AZ`` does); ``--json-logs``
+turns ``[telemetry] json_logs`` on; ``--health-file``
 names a file where the process writes ``{"url": "http://host:port", ...}`` once its health
 endpoints listen, so that tests, the demo and scripts find a port picked at random.
 """
@@ -16,7 +17,7 @@ import typer
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError
 
-__all__ = ["AzOption", "HealthFileOption", "with_az"]
+__all__ = ["AzOption", "HealthFileOption", "JsonLogsOption", "with_az", "with_json_logs"]
 
 AzOption = Annotated[
     str | None,
@@ -34,6 +35,26 @@ HealthFileOption = Annotated[
         show_default=False,
     ),
 ]
+
+JsonLogsOption = Annotated[
+    bool,
+    typer.Option(
+        "--json-logs",
+        help="Log JSON lines with trace_id and span_id; sets telemetry.json_logs.",
+    ),
+]
+
+
+def with_json_logs(cfg: AppConfig, json_logs: bool) -> AppConfig:
+    """``cfg`` with ``[telemetry] json_logs`` on when ``--json-logs`` was given; JSON log lines
+    (:mod:`pricing_ha.telemetry.json_logs`) from now on when it is on either way."""
+    if json_logs and not cfg.telemetry.json_logs:
+        cfg = dataclasses.replace(cfg, telemetry=dataclasses.replace(cfg.telemetry, json_logs=True))
+    if cfg.telemetry.json_logs:
+        from pricing_ha.telemetry.json_logs import use_json_logs
+
+        use_json_logs()
+    return cfg
 
 
 def with_az(cfg: AppConfig, az: str | None) -> AppConfig:

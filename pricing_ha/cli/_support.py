@@ -1,6 +1,7 @@
 """Shared pieces of the command line: the common options, error handling and stop signals.
 
-Every command takes ``--config`` and ``--bootstrap`` the same way and ends on a
+Every command takes ``--config`` and ``--bootstrap`` the same way (typer reads them from
+``$PRICING_HA_CONFIG`` and ``$PRICING_HA_BOOTSTRAP`` when not given) and ends on a
 :class:`~pricing_ha.errors.PricingError` the same way: its message on stderr, no traceback, and
 the error's ``exit_code`` (2 configuration, 3 broker unavailable, 4 topic layout, 1 otherwise).
 """
@@ -35,7 +36,9 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--config",
-        help="TOML configuration file. Default: $PRICING_HA_CONFIG, else config/default.toml.",
+        envvar="PRICING_HA_CONFIG",
+        help="TOML configuration file. Default: $PRICING_HA_CONFIG, else the repository's "
+        "config/default.toml when present, else the built-in defaults.",
         show_default=False,
     ),
 ]
@@ -43,7 +46,8 @@ BootstrapOption = Annotated[
     str | None,
     typer.Option(
         "--bootstrap",
-        help="Broker bootstrap servers; overrides the configuration and $PRICING_HA_BOOTSTRAP.",
+        envvar="PRICING_HA_BOOTSTRAP",
+        help="Broker bootstrap servers; overrides the configuration.",
         show_default=False,
     ),
 ]

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from pricing_ha.cli._app import app
-from pricing_ha.cli._options import AzOption, HealthFileOption, with_az
+from pricing_ha.cli._options import (
+    AzOption,
+    HealthFileOption,
+    JsonLogsOption,
+    with_az,
+    with_json_logs,
+)
 from pricing_ha.cli._support import (
     BootstrapOption,
     ConfigOption,
@@ -51,6 +57,7 @@ def feed_command(
     ] = None,
     health_file: HealthFileOption = None,
     verbose: VerboseOption = False,
+    json_logs: JsonLogsOption = False,
 ) -> None:
     """Produce synthetic (or replayed) market data to md.quotes."""
     import contextlib
@@ -62,11 +69,17 @@ def feed_command(
 
     quiet_connection_log(verbose)
     with guarded(), stop_requested() as should_stop, contextlib.ExitStack() as stack:
-        cfg = with_az(
-            with_overrides(
-                load_cli_config(config, bootstrap), instruments=instruments, rate_hz=rate, seed=seed
+        cfg = with_json_logs(
+            with_az(
+                with_overrides(
+                    load_cli_config(config, bootstrap),
+                    instruments=instruments,
+                    rate_hz=rate,
+                    seed=seed,
+                ),
+                az,
             ),
-            az,
+            json_logs,
         )
         telemetry = setup_telemetry(
             cfg, service_role="feed", group=None, member=socket.gethostname(), set_global=True

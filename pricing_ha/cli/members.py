@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pricing_ha.cli._app import app
-from pricing_ha.cli._options import AzOption, HealthFileOption, with_az
+from pricing_ha.cli._options import (
+    AzOption,
+    HealthFileOption,
+    JsonLogsOption,
+    with_az,
+    with_json_logs,
+)
 from pricing_ha.cli._support import (
     BootstrapOption,
     ConfigOption,
@@ -47,6 +53,7 @@ def run_command(
     az: AzOption = None,
     health_file: HealthFileOption = None,
     verbose: VerboseOption = False,
+    json_logs: JsonLogsOption = False,
 ) -> None:
     """Run one publisher member of GROUP: NELI non-exclusive, prices md.quotes to prices.raw.
 
@@ -58,7 +65,7 @@ def run_command(
         "publisher",
         group,
         member,
-        (config, bootstrap, az, verbose),
+        (config, bootstrap, az, verbose, json_logs),
         lambda cfg, group, name, tel: serve_publisher(
             cfg, group, name, telemetry=tel, health_file=health_file
         ),
@@ -82,6 +89,7 @@ def dedupe_command(
     az: AzOption = None,
     health_file: HealthFileOption = None,
     verbose: VerboseOption = False,
+    json_logs: JsonLogsOption = False,
 ) -> None:
     """Run one relay member: exclusive owner per partition, writes deduplicated `prices`.
 
@@ -93,7 +101,7 @@ def dedupe_command(
         "relay",
         group,
         member,
-        (config, bootstrap, az, verbose),
+        (config, bootstrap, az, verbose, json_logs),
         lambda cfg, group, name, tel: serve_relay(
             cfg, name, group, telemetry=tel, health_file=health_file
         ),
@@ -132,7 +140,7 @@ def _serve_member(
     role: str,
     group: str | None,
     member: str | None,
-    sources: tuple[Path | None, str | None, str | None, bool],
+    sources: tuple[Path | None, str | None, str | None, bool, bool],
     serve: Callable[[AppConfig, str, str, Telemetry], Coroutine[Any, Any, None]],
 ) -> None:
     """Load and check the configuration and group, set up telemetry, run ``serve`` on uvloop."""
@@ -144,12 +152,12 @@ def _serve_member(
     from pricing_ha.kafka.topics import check_layout, make_admin
     from pricing_ha.telemetry import setup_telemetry
 
-    config, bootstrap, az, verbose = sources
+    config, bootstrap, az, verbose, json_logs = sources
     quiet_connection_log(
         verbose, level=logging.INFO, fmt="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     with guarded():
-        cfg = with_az(load_cli_config(config, bootstrap), az)
+        cfg = with_json_logs(with_az(load_cli_config(config, bootstrap), az), json_logs)
         group = checked_group(cfg, role, group)
         check_layout(make_admin(cfg), cfg)
         name = member or f"{socket.gethostname()}-{os.getpid()}"

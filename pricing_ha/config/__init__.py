@@ -160,7 +160,8 @@ def load_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -
 
 def default_config_path() -> Path | None:
     """Returns the repository's ``config/default.toml`` if this is a source checkout."""
-    candidate = Path(__file__).resolve().parent.parent / "config" / "default.toml"
+    # This file is pricing_ha/config/__init__.py: the repository root is three levels up.
+    candidate = Path(__file__).resolve().parents[2] / "config" / "default.toml"
     return candidate if candidate.is_file() else None
 
 

@@ -240,6 +240,13 @@ class TelemetryConfig:
         per_instrument_metrics: also export the per-instrument staleness gauge (label
             ``instrument``: one series per instrument ever seen, so opt in only with a known,
             bounded set of instruments). Default ``False``: staleness per partition only.
+        kafka_stats_interval_ms: librdkafka's ``statistics.interval.ms`` for the publishers'
+            and the relay's clients, exported as metrics (consumer lag, producer queues,
+            broker round-trip times: :mod:`pricing_ha.telemetry.kafka_stats`); 0 turns them
+            off, else 100 ms to 1 hour. Default 5000.
+        json_logs: write log records as JSON objects (one a line) carrying ``trace_id`` and
+            ``span_id`` when logged inside a span (:mod:`pricing_ha.telemetry.json_logs`);
+            ``--json-logs`` also sets it. Default ``False`` (plain text).
     """
 
     az: str = "local"
@@ -247,9 +254,17 @@ class TelemetryConfig:
     traces_dir: Path = Path("out/traces")
     price_sample_ratio: float = 0.01
     per_instrument_metrics: bool = False
+    kafka_stats_interval_ms: int = 5_000
+    json_logs: bool = False
 
     def __post_init__(self) -> None:
         check(bool(self.az.strip()), self, "az", "must not be empty")
+        check(
+            self.kafka_stats_interval_ms == 0 or 100 <= self.kafka_stats_interval_ms <= 3_600_000,
+            self,
+            "kafka_stats_interval_ms",
+            f"must be 0 (off) or 100..3600000 ms, got {self.kafka_stats_interval_ms}",
+        )
         check(
             0.0 <= self.price_sample_ratio <= 1.0,
             self,

@@ -30,7 +30,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -71,6 +72,7 @@ class OutputProducers:
         producer_factory: builds a producer from its settings (tests and the simulation pass a
             fake).
         parallel_commits: commit the partitions' transactions side by side.
+        extra_settings: added to every producer's settings (e.g. librdkafka statistics).
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class OutputProducers:
         stats: RelayStats,
         producer_factory: Callable[[dict[str, ConfigValue]], Producer] | None = None,
         parallel_commits: bool = True,
+        extra_settings: Mapping[str, Any] | None = None,
     ) -> None:
         """Create the producers."""
+        extra = dict(extra_settings or {})
         self._cfg = cfg
         self._stats = stats
         self._failed: set[int] = set()  # partitions whose output was not acknowledged
@@ -112,7 +116,8 @@ class OutputProducers:
                     "enable.idempotence": True,
                     "message.timeout.ms": message_timeout_ms,
                 },
-            ),
+            )
+            | extra,
             id_prefix=f"{raw_group}.{cfg.topics.prices}",
             client_prefix=f"relay-{member}-prices",
             make=producer_factory or (lambda config: Producer(config, logger=log)),
@@ -147,7 +152,8 @@ class OutputProducers:
                     "client.id": f"relay-{member}-prices",
                     "message.timeout.ms": message_timeout_ms,
                 },
-            ),
+            )
+            | extra,
             name=f"relay-{member}-prices",
             logger=log,
             factory=producer_factory,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,9 +65,16 @@ class RelayClients:
     producer: Callable[[dict[str, Any]], Producer] | None = None
     reader: Callable[[dict[str, Any]], Any] | None = None
 
-    def raw_consumer(self, cfg: AppConfig, group: str, member: str) -> Consumer:
+    def raw_consumer(
+        self,
+        cfg: AppConfig,
+        group: str,
+        member: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Consumer:
         """The member's ``prices.raw`` consumer: partitions assigned by hand, offsets committed
-        by hand to :func:`raw_group_id`, read from the start where nothing was committed."""
+        by hand to :func:`raw_group_id`, read from the start where nothing was committed.
+        ``extra`` settings (e.g. librdkafka statistics) come on top."""
         return self.consumer(
             cfg.broker.client_config(
                 defaults=dict(FETCH_SETTINGS),
@@ -78,7 +85,8 @@ class RelayClients:
                     "auto.offset.reset": "earliest",
                     "client.id": f"relay-{member}-raw",
                 },
-            ),
+            )
+            | dict(extra or {}),
         )
 
 

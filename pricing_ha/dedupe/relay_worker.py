@@ -93,10 +93,12 @@ class RelayWorker(PartitionWorker):
         detector (:mod:`.detector`) when ``[relay] takeover_after_ms`` is not 0.
         """
         clients = clients or RelayClients(consumer=kafka_consumer)
-        super().__init__("relay", clients.raw_consumer(cfg, group, member), neli.leads)
+        kafka_stats = telemetry.kafka_stats.settings()  # lag, queues, broker round trips
+        super().__init__("relay", clients.raw_consumer(cfg, group, member, kafka_stats), neli.leads)
         self._cfg = cfg
         self._neli = neli
         self.stats = stats
+        telemetry.metrics.watch_takeovers(lambda: (self.stats.takeovers, self.stats.suspicions))
         self._producers = OutputProducers(
             cfg,
             member,
@@ -104,6 +106,7 @@ class RelayWorker(PartitionWorker):
             stats=stats,
             producer_factory=clients.producer,
             parallel_commits=clients.producer is None,
+            extra_settings=kafka_stats,
         )
         self._out = RelayOutput(
             cfg,

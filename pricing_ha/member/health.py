@@ -4,8 +4,8 @@
 (``pricing-ha run``, ``pricing-ha dedupe``) on ``[health] host`` and the role's port, with these
 readiness checks:
 
-* ``broker``: a bootstrap server answers a Kafka ApiVersions request (on TLS: accepts a TCP
-  connection);
+* ``broker``: the cluster answers a metadata request made through librdkafka with the
+  configured security settings (TLS, SASL, MSK IAM), as the members' own clients connect;
 * ``neli``: the member has joined its NELI group and neither NELI nor its worker has failed;
 * ``topics``: every topic exists with ``topics.partitions`` partitions (a metadata request).
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pricing_ha.config import AppConfig
-from pricing_ha.telemetry.health import Check, HealthServer, broker_reachable, health_port
+from pricing_ha.telemetry.health import AsyncCheck, Check, HealthServer, health_port
 from pricing_ha.telemetry.sdk import Telemetry
 
 __all__ = [
@@ -46,10 +46,39 @@ HealthRole = Literal["publisher", "relay", "subscriber"]
 _LAYOUT_TIMEOUT_S = 1.5  # below Readiness.check_timeout_s, so a dead broker reads as its error
 
 
-def broker_check(cfg: AppConfig) -> Check:
-    """The readiness check of the configured cluster (see :func:`broker_reachable`)."""
-    protocol = cfg.broker.librdkafka.get("security.protocol", "plaintext")
-    return broker_reachable(cfg.broker.bootstrap_servers, security_protocol=protocol)
+def broker_check(cfg: AppConfig, timeout_s: float = _LAYOUT_TIMEOUT_S) -> AsyncCheck:
+    """The readiness check of the configured cluster, through librdkafka.
+
+    A metadata request from an admin client built like every other client of the process
+    (:meth:`~pricing_ha.config.BrokerConfig.client_config`: TLS, SASL/SCRAM, MSK IAM tokens),
+    so a broker that answers but refuses our credentials, or a TLS setting that cannot work,
+    fails readiness as it would fail the members' own clients. The check raises with
+    librdkafka's error ("no broker of ... answered"); a metadata answer listing no broker
+    fails too. The admin client is
+    built at the first check and reused.
+    """
+    from confluent_kafka import KafkaException
+
+    from pricing_ha.kafka.topics import make_admin
+
+    admin: Any = None
+
+    async def broker() -> bool:
+        nonlocal admin
+        if admin is None:
+            admin = make_admin(cfg)
+        try:
+            metadata = await asyncio.to_thread(admin.list_topics, timeout=timeout_s)
+        except KafkaException as exc:
+            raise ConnectionError(
+                f"no broker of {cfg.broker.bootstrap_servers} answered a metadata request "
+                f"within {timeout_s:g} s: {exc.args[0].str() if exc.args else exc}"
+            ) from exc
+        if not metadata.brokers:
+            raise ConnectionError("the cluster's metadata lists no broker")
+        return True
+
+    return broker
 
 
 def topic_layout_check(cfg: AppConfig, timeout_s: float = _LAYOUT_TIMEOUT_S) -> Check:

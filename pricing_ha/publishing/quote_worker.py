@@ -96,7 +96,8 @@ class QuoteWorker(PartitionWorker):
                         "auto.offset.reset": "earliest",
                         "client.id": f"{member}-quotes",
                     },
-                ),
+                )
+                | telemetry.kafka_stats.settings(),  # lag on md.quotes
                 logger=log,
             ),
             leads,
@@ -152,7 +153,8 @@ class QuoteWorker(PartitionWorker):
                     "partitioner": "murmur2_random",
                     "client.id": f"{member}-prices",
                 },
-            ),
+            )
+            | telemetry.kafka_stats.settings(),  # queue depth, broker round trips
             name=f"{member}-prices",
             logger=log,
         )

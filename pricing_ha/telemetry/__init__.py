@@ -7,7 +7,8 @@ This package imports no application module (a layering test checks):
   or a JSON-lines file per process), sampling;
 * :class:`PricingMetrics` (:mod:`.metrics`): every metric instrument, via ``telemetry.metrics``;
 * :class:`HealthServer` (:mod:`.health`): ``/healthz``, ``/readyz`` and ``/metrics``;
-* :mod:`.jsonl` and :mod:`.prometheus`: the file exporter and the ``/metrics`` renderer.
+* :mod:`.jsonl`: the file exporter; :class:`PrometheusExposition` (:mod:`.prometheus`):
+  ``/metrics`` through OpenTelemetry's Prometheus exporter and ``prometheus_client``.
 
 Typical entry point::
 
@@ -34,7 +35,7 @@ from pricing_ha.telemetry.health import (
 )
 from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter, load_spans
 from pricing_ha.telemetry.metrics import PricingMetrics
-from pricing_ha.telemetry.prometheus import render_prometheus
+from pricing_ha.telemetry.prometheus import PrometheusExposition
 from pricing_ha.telemetry.sdk import PricePathSampler, Telemetry, setup_telemetry
 
 __all__ = [
@@ -44,12 +45,12 @@ __all__ = [
     "JsonLinesSpanExporter",
     "PricePathSampler",
     "PricingMetrics",
+    "PrometheusExposition",
     "Readiness",
     "Telemetry",
     "broker_reachable",
     "health_port",
     "load_spans",
-    "render_prometheus",
     "setup_telemetry",
     "tcp_reachable",
 ]

@@ -19,7 +19,14 @@ instrument                                 kind        attributes
 ``pricing_ha.price.latency``               histogram   stage (end-to-end: source time to here, s)
 ``pricing_ha.price.hop_latency``           histogram   stage (the previous stage's produce to here)
 ``pricing_ha.neli.heartbeats.rejected``    counter     group, reason (NELI records refused)
+``pricing_ha.relay.takeovers``             counter     (none): partitions this relay member took
+                                                       over (established, any reason)
+``pricing_ha.relay.suspicions``            counter     (none): takeovers it began on suspicion
+                                                       of a silent owner (wrong ones included)
 =========================================  ==========  ===========================================
+
+librdkafka's statistics (consumer lag, producer queues, broker round trips) are separate:
+:mod:`pricing_ha.telemetry.kafka_stats`.
 
 Every price counter, and the duplicates and gaps counters, is created at zero for every partition
 when its role starts (:meth:`PriceTally.declare <pricing_ha.telemetry.tally.PriceTally.declare>`,
@@ -126,6 +133,7 @@ class PricingMetrics:
         self._fresh: dict[str, float] = {}
         self._fresh_partitions: dict[str, float] = {}
         self._rejections: dict[str, Callable[[], Mapping[str, int]]] = {}
+        self._takeovers: Callable[[], tuple[int, int]] | None = None
         self.leadership_transitions = meter.create_counter(
             "pricing_ha.leadership.transitions",
             unit="{transition}",
@@ -177,6 +185,18 @@ class PricingMetrics:
             callbacks=[self._observe_rejected],
             unit="{record}",
             description="Records read on the NELI topic and refused (not heartbeats, or lying)",
+        )
+        meter.create_observable_counter(
+            "pricing_ha.relay.takeovers",
+            callbacks=[lambda _o: self._observe_takeovers(0)],
+            unit="{partition}",
+            description="Partitions this relay member took over (established, any reason)",
+        )
+        meter.create_observable_counter(
+            "pricing_ha.relay.suspicions",
+            callbacks=[lambda _o: self._observe_takeovers(1)],
+            unit="{partition}",
+            description="Takeovers this relay member began on suspicion of a silent owner",
         )
         meter.create_observable_gauge(
             "pricing_ha.partition.staleness",
@@ -243,6 +263,17 @@ class PricingMetrics:
         :attr:`neli.Neli.heartbeats_rejected`) as ``pricing_ha.neli.heartbeats.rejected``."""
         with self._lock:
             self._rejections[group] = counts
+
+    def watch_takeovers(self, counts: Callable[[], tuple[int, int]]) -> None:
+        """Report ``counts()`` (a relay member's takeovers established, and those begun on
+        suspicion) as ``pricing_ha.relay.takeovers`` and ``...suspicions``, from 0."""
+        with self._lock:
+            self._takeovers = counts
+
+    def _observe_takeovers(self, which: int) -> Iterable[Observation]:
+        with self._lock:
+            counts = self._takeovers
+        return [] if counts is None else [Observation(counts()[which])]
 
     def _observe_rejected(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

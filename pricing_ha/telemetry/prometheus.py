@@ -1,148 +1,117 @@
-"""Render OpenTelemetry SDK metrics as Prometheus text exposition format 0.0.4 (``/metrics``).
+"""``/metrics``: the OpenTelemetry SDK's metrics in Prometheus text format 0.0.4.
 
-Names follow the OpenTelemetry-to-Prometheus rules in their simple form: characters outside
-``[a-zA-Z0-9_:]`` become ``_``; the unit is appended for seconds, milliseconds and bytes
-(``pricing_ha.price.latency`` in ``s`` becomes ``pricing_ha_price_latency_seconds``); monotonic
-sums are counters named ``..._total``; non-monotonic sums and gauges are gauges; explicit-bucket
-histograms become ``_bucket{le=...}`` (cumulative), ``_sum`` and ``_count``. Exponential
-histograms are skipped (none is configured). Every family is written once, with its HELP and
-TYPE lines before its samples, whatever scope it came from.
+The translation is OpenTelemetry's own Prometheus exporter (``opentelemetry-exporter-prometheus``:
+names sanitised, units appended — ``pricing_ha.price.latency`` in ``s`` becomes
+``pricing_ha_price_latency_seconds`` — monotonic sums as ``..._total`` counters, histograms as
+cumulative ``_bucket{le=...}``, ``_sum`` and ``_count``, the resource as ``target_info``), and the
+exposition is ``prometheus_client``'s. Each :class:`PrometheusExposition` has registries of its
+own, never the process-global one, so that several telemetries (tests, the demo) do not collide.
+
+One thing is added on top: an OpenTelemetry histogram has no "zero" observation, so a latency
+stage declared at start-up (:meth:`PricingMetrics.declare_latency
+<pricing_ha.telemetry.metrics.PricingMetrics.declare_latency>`) is written as an empty histogram
+(every bucket, the sum and the count at 0) until its first measurement, by
+:class:`_DeclaredHistograms`, which wraps the exporter's collector.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
-from opentelemetry.sdk.metrics.export import Gauge, Histogram, Metric, MetricsData, Sum
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pricing_ha.telemetry.metrics import EmptyHistogram
 
-__all__ = ["CONTENT_TYPE", "render_prometheus"]
+__all__ = ["CONTENT_TYPE", "PrometheusExposition", "prometheus_name"]
 
 #: The Content-Type of the exposition format.
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
-_INVALID_NAME = re.compile(r"[^a-zA-Z0-9_:]")
-_INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]")
+# The exporter's unit mapping for the units our histograms use (the rest need no suffix).
 _UNIT_SUFFIX = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
 
 
-@dataclass
-class _Family:
-    kind: str
-    help: str
-    samples: list[str] = field(default_factory=list)
+def prometheus_name(name: str, unit: str) -> tuple[str, str]:
+    """The Prometheus base name and unit suffix the exporter gives instrument ``name``."""
+    return name.replace(".", "_").replace("-", "_"), _UNIT_SUFFIX.get(unit, "")
 
 
-def _name(raw: str, unit: str | None, total: bool) -> str:
-    name = _INVALID_NAME.sub("_", raw)
-    if name[:1].isdigit():
-        name = "_" + name
-    suffix = _UNIT_SUFFIX.get(unit or "")
-    if suffix and not name.endswith("_" + suffix):
-        name = f"{name}_{suffix}"
-    if total and not name.endswith("_total"):
-        name += "_total"
-    return name
+def _le(bound: float) -> str:
+    text: str = floatToGoString(bound)  # type: ignore[no-untyped-call]  # untyped upstream
+    return text
 
 
-def _label_name(raw: str) -> str:
-    name = _INVALID_LABEL.sub("_", raw)
-    if name[:1].isdigit():
-        name = "_" + name
-    return name
+class _DeclaredHistograms(Collector):
+    """The exporter's families, plus an empty histogram for each declared, unmeasured series."""
+
+    def __init__(
+        self, source: CollectorRegistry, declared: Callable[[], Iterable[EmptyHistogram]]
+    ) -> None:
+        self._source = source
+        self.declared = declared
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every family once, empty declared histograms filled in."""
+        families = {family.name: family for family in self._source.collect()}
+        for empty in self.declared():
+            base, unit = prometheus_name(empty.name, empty.unit)
+            name = f"{base}_{unit}" if unit else base
+            family = families.get(name)
+            labels = dict(empty.attributes)
+            if family is None:
+                family = HistogramMetricFamily(
+                    base, empty.description, labels=list(labels), unit=unit
+                )
+                families[name] = family
+            elif any(s.name == f"{name}_count" and s.labels == labels for s in family.samples):
+                continue
+            # The same `le` text the exporter's families get from prometheus_client.
+            bounds = [*(_le(b) for b in empty.bounds), "+Inf"]
+            for le in bounds:
+                family.add_sample(f"{name}_bucket", {**labels, "le": le}, 0.0)
+            family.add_sample(f"{name}_count", labels, 0.0)
+            family.add_sample(f"{name}_sum", labels, 0.0)
+        yield from families.values()
 
 
-def _escape_label(value: str) -> str:
-    return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+class PrometheusExposition:
+    """A meter provider's metrics as Prometheus text: add :attr:`reader` to the provider.
 
+    Args:
+        target_info: also write the resource as ``target_info``.
 
-def _escape_help(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n")
+    Attributes:
+        reader: the metric reader to pass to the ``MeterProvider``.
+        registry: the ``prometheus_client`` registry ``/metrics`` renders.
+    """
 
-
-def _value(v: float) -> str:
-    if isinstance(v, int):
-        return str(v)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
-
-
-def _labels(attributes: Mapping[str, Any] | None, extra: Mapping[str, str] | None = None) -> str:
-    items = {_label_name(k): str(v) for k, v in (attributes or {}).items()}
-    items.update(extra or {})
-    if not items:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(items.items())) + "}"
-
-
-def _add(families: dict[str, _Family], metric: Metric) -> None:
-    data = metric.data
-    help_text = _escape_help(metric.description or metric.name)
-    if isinstance(data, Sum):
-        counter = data.is_monotonic
-        name = _name(metric.name, metric.unit, total=counter)
-        fam = families.setdefault(name, _Family("counter" if counter else "gauge", help_text))
-        fam.samples.extend(
-            f"{name}{_labels(p.attributes)} {_value(p.value)}" for p in data.data_points
+    def __init__(self, *, target_info: bool = True) -> None:
+        """Create the reader and the registries."""
+        exporter_registry = CollectorRegistry(auto_describe=False)
+        # One instrumentation scope: otel_scope_* labels on every series would only add noise.
+        self.reader = PrometheusMetricReader(
+            disable_target_info=not target_info,
+            scope_info_enabled=False,
+            registry=exporter_registry,
         )
-    elif isinstance(data, Gauge):
-        name = _name(metric.name, metric.unit, total=False)
-        fam = families.setdefault(name, _Family("gauge", help_text))
-        fam.samples.extend(
-            f"{name}{_labels(p.attributes)} {_value(p.value)}" for p in data.data_points
-        )
-    elif isinstance(data, Histogram):
-        name = _name(metric.name, metric.unit, total=False)
-        fam = families.setdefault(name, _Family("histogram", help_text))
-        for p in data.data_points:
-            cumulative = 0
-            for bound, count in zip(p.explicit_bounds, p.bucket_counts, strict=False):
-                cumulative += count
-                le = _labels(p.attributes, {"le": _value(float(bound))})
-                fam.samples.append(f"{name}_bucket{le} {cumulative}")
-            inf = _labels(p.attributes, {"le": "+Inf"})
-            fam.samples.append(f"{name}_bucket{inf} {p.count}")
-            fam.samples.append(f"{name}_sum{_labels(p.attributes)} {_value(p.sum)}")
-            fam.samples.append(f"{name}_count{_labels(p.attributes)} {p.count}")
+        self._declared = _DeclaredHistograms(exporter_registry, lambda: ())
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self._declared)
+        # The exporter hands each collection to the next scrape through a shared queue:
+        # concurrent scrapes must not take each other's data.
+        self._lock = threading.Lock()
 
+    def declare(self, empty_histograms: Callable[[], Iterable[EmptyHistogram]]) -> None:
+        """Write each of ``empty_histograms()`` as an empty histogram until it is measured."""
+        self._declared.declared = empty_histograms
 
-def _add_empty(families: dict[str, _Family], empty: EmptyHistogram) -> None:
-    """``empty`` as a histogram with every bucket at 0, unless it was measured."""
-    name = _name(empty.name, empty.unit, total=False)
-    attrs = dict(empty.attributes)
-    fam = families.setdefault(name, _Family("histogram", _escape_help(empty.description)))
-    count = f"{name}_count{_labels(attrs)} "
-    if any(sample.startswith(count) for sample in fam.samples):
-        return
-    for bound in empty.bounds:
-        fam.samples.append(f"{name}_bucket{_labels(attrs, {'le': _value(float(bound))})} 0")
-    fam.samples.append(f"{name}_bucket{_labels(attrs, {'le': '+Inf'})} 0")
-    fam.samples.append(f"{name}_sum{_labels(attrs)} 0")
-    fam.samples.append(f"{count}0")
-
-
-def render_prometheus(
-    data: MetricsData | None, empty_histograms: Iterable[EmptyHistogram] = ()
-) -> str:
-    """The Prometheus 0.0.4 text of ``data`` (empty text for ``None``), plus each of
-    ``empty_histograms`` not measured yet, as an empty histogram."""
-    families: dict[str, _Family] = {}
-    for resource_metrics in data.resource_metrics if data is not None else ():
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                _add(families, metric)
-    for empty in empty_histograms:
-        _add_empty(families, empty)
-    lines: list[str] = []
-    for name in sorted(families):
-        fam = families[name]
-        lines += [f"# HELP {name} {fam.help}", f"# TYPE {name} {fam.kind}", *fam.samples]
-    return "".join(line + "\n" for line in lines)
+    def text(self) -> str:
+        """The current metrics in Prometheus text format 0.0.4."""
+        with self._lock:
+            return generate_latest(self.registry).decode()

@@ -4,7 +4,8 @@
 
 * a **resource**: ``service.name=pricing-ha``, ``service.version``, ``service.instance.id``
   (``role/group/az/member``), ``cloud.availability_zone`` (from ``[telemetry] az``, passed in by
-  the deployment) and ``process.pid``;
+  the deployment) and ``process.pid``, each overridden by ``OTEL_RESOURCE_ATTRIBUTES`` and
+  ``OTEL_SERVICE_NAME`` as the specification says (:mod:`pricing_ha.telemetry.otel_env`);
 * a **tracer provider**, exporting over OTLP/HTTP when an endpoint is configured
   (``[telemetry] otlp_endpoint``, else ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
   ``OTEL_EXPORTER_OTLP_ENDPOINT``), otherwise to a JSON-lines file per process in
@@ -13,8 +14,9 @@
   decision carried in the message headers; everything else (leadership terms and transitions,
   relay switches) is always recorded;
 * a **meter provider** with the instruments of
-  :class:`~pricing_ha.telemetry.metrics.PricingMetrics`, read on demand for ``/metrics`` and
-  also pushed over OTLP when an endpoint is configured.
+  :class:`~pricing_ha.telemetry.metrics.PricingMetrics`, read on demand for ``/metrics``
+  (OpenTelemetry's Prometheus exporter: :mod:`pricing_ha.telemetry.prometheus`) and also
+  pushed over OTLP when an endpoint is configured.
 
 ``OTEL_SDK_DISABLED=true`` turns all of it into no-ops (``/metrics`` is then empty).
 """
@@ -31,7 +33,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -51,9 +53,11 @@ import pricing_ha
 from neli import LeadershipTracing, Neli, trace_leadership
 from pricing_ha.config import AppConfig
 from pricing_ha.telemetry.jsonl import JsonLinesSpanExporter
+from pricing_ha.telemetry.kafka_stats import KafkaStats
 from pricing_ha.telemetry.metrics import PricingMetrics
+from pricing_ha.telemetry.otel_env import check_otlp_protocols, env_resource_attributes
 from pricing_ha.telemetry.pricepath import CALLER_SAMPLED_KEY, PricePath
-from pricing_ha.telemetry.prometheus import render_prometheus
+from pricing_ha.telemetry.prometheus import PrometheusExposition
 
 __all__ = ["SERVICE_NAME", "PricePathSampler", "Telemetry", "setup_telemetry"]
 
@@ -135,6 +139,8 @@ class Telemetry:
         tracer_provider: pass it to libraries (``neli.trace_leadership``) or call :meth:`tracer`.
         meter_provider: where :attr:`metrics` live.
         metrics: the application's instruments.
+        kafka_stats: librdkafka statistics as metrics; add ``kafka_stats.settings()`` to a
+            client's configuration to export its lag, queues and round-trip times.
         resource: the resource attributes of every span and metric.
         destination: where spans go: ``"otlp <url>"``, ``"file <path>"`` or ``"disabled"``.
         trace_file: the JSON-lines file, when spans go to a file.
@@ -147,19 +153,20 @@ class Telemetry:
         *,
         tracer_provider: trace.TracerProvider,
         meter_provider: otel_metrics.MeterProvider,
-        metric_reader: InMemoryMetricReader | None,
+        exposition: PrometheusExposition | None,
         resource: Mapping[str, str | int],
         destination: str,
         trace_file: Path | None,
         az: str,
         price_sample_ratio: float = 0.0,
         per_instrument_metrics: bool = False,
+        kafka_stats_interval_ms: int = 0,
     ) -> None:
         """Use :func:`setup_telemetry`."""
-        self.enabled = metric_reader is not None
+        self.enabled = exposition is not None
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self._reader = metric_reader
+        self._exposition = exposition
         self.resource = dict(resource)
         self.destination = destination
         self.trace_file = trace_file
@@ -168,6 +175,13 @@ class Telemetry:
         self.metrics = PricingMetrics(
             meter_provider.get_meter(_INSTRUMENTATION), per_instrument=per_instrument_metrics
         )
+        #: librdkafka statistics of the clients built with its settings (off when disabled).
+        self.kafka_stats = KafkaStats(
+            meter_provider.get_meter(_INSTRUMENTATION),
+            kafka_stats_interval_ms if self.enabled else 0,
+        )
+        if exposition is not None:
+            exposition.declare(self.metrics.empty_histograms)
         self._closed = False
 
     @classmethod
@@ -176,7 +190,7 @@ class Telemetry:
         return cls(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=otel_metrics.NoOpMeterProvider(),
-            metric_reader=None,
+            exposition=None,
             resource={"service.name": SERVICE_NAME},
             destination="disabled",
             trace_file=None,
@@ -213,9 +227,9 @@ class Telemetry:
 
     def prometheus_text(self) -> str:
         """The current metrics in Prometheus text format (for ``/metrics``)."""
-        if self._reader is None:
+        if self._exposition is None:
             return ""
-        return render_prometheus(self._reader.get_metrics_data(), self.metrics.empty_histograms())
+        return self._exposition.text()
 
     def shutdown(self) -> None:
         """Flush and stop exporters (idempotent); call once at process exit."""
@@ -258,12 +272,18 @@ def setup_telemetry(
         group: the publishing group (``p1``), if any.
         member: this member's name.
         trace_file: write spans to exactly this JSON-lines file (ignores any OTLP endpoint).
-        env: the environment (``OTEL_SDK_DISABLED``, ``OTEL_EXPORTER_OTLP_*``).
+        env: the environment (``OTEL_SDK_DISABLED``, ``OTEL_EXPORTER_OTLP_*``,
+            ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``:
+            :mod:`pricing_ha.telemetry.otel_env`).
         set_global: also install the providers as OpenTelemetry's global ones (entry points
             only; the global providers can be set once per process).
 
     Returns:
         The telemetry; call :meth:`Telemetry.shutdown` at exit.
+
+    Raises:
+        ConfigError: an unsupported ``OTEL_EXPORTER_OTLP_*PROTOCOL`` or a malformed
+            ``OTEL_RESOURCE_ATTRIBUTES``.
     """
     tcfg = cfg.telemetry
     az = tcfg.az
@@ -278,21 +298,24 @@ def setup_telemetry(
     }
     if group:
         attrs["pricing_ha.group"] = group
+    # The deployment's OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME win over these defaults.
+    attrs.update(env_resource_attributes(env))
     if _truthy(env.get("OTEL_SDK_DISABLED")):
         log.info("telemetry disabled by OTEL_SDK_DISABLED")
         return Telemetry(
             tracer_provider=trace.NoOpTracerProvider(),
             meter_provider=otel_metrics.NoOpMeterProvider(),
-            metric_reader=None,
+            exposition=None,
             resource=attrs,
             destination="disabled",
             trace_file=None,
             az=az,
         )
+    check_otlp_protocols(env)
     resource = Resource.create(attrs)
     exporter: SpanExporter
-    memory = InMemoryMetricReader()
-    readers: list[MetricReader] = [memory]
+    exposition = PrometheusExposition()
+    readers: list[MetricReader] = [exposition.reader]
     traces_url = None if trace_file is not None else _otlp_url(cfg, env, "traces")
     if traces_url is not None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -325,11 +348,12 @@ def setup_telemetry(
     return Telemetry(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
-        metric_reader=memory,
+        exposition=exposition,
         resource=attrs,
         destination=destination,
         trace_file=trace_file,
         az=az,
         price_sample_ratio=tcfg.price_sample_ratio,
         per_instrument_metrics=tcfg.per_instrument_metrics,
+        kafka_stats_interval_ms=tcfg.kafka_stats_interval_ms,
     )

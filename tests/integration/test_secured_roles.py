@@ -335,3 +335,20 @@ def test_a_mark_reset_is_written_by_the_operator_and_refused_to_a_subscriber(
     refused = _cli_as(secured, "subscriber", tmp_path, "reset-mark", "EURUSD")
     assert refused.returncode != 0, refused.stdout
     assert "written" not in refused.stdout
+
+
+async def test_readiness_checks_the_broker_over_scram_and_tls(
+    secured: LocalKafka, tmp_path: Path
+) -> None:
+    """/readyz's broker check authenticates like the role's clients: ready with the role's
+    password, not ready (naming the refusal) with a wrong one."""
+    from pricing_ha.config import load_config
+    from pricing_ha.member.health import broker_check
+
+    good = load_config(_config(secured, "p1", tmp_path), {})
+    assert await broker_check(good)() is True
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-the-password\n", encoding="utf-8")
+    bad = load_config(_config(secured, "p1", tmp_path, password=wrong), {})
+    with pytest.raises(ConnectionError, match="no broker of"):
+        await broker_check(bad)()

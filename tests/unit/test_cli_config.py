@@ -74,3 +74,48 @@ def test_groups_come_from_the_configuration(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--group", "p1", "--config", str(path)], env={})
     assert result.exit_code == 2, result.output
     assert "'p1' is not a configured publisher group; allowed: a, b" in result.stderr
+
+
+def test_version_option_prints_the_package_version() -> None:
+    """pricing-ha --version prints pricing_ha.__version__ and exits 0."""
+    import pricing_ha
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"pricing-ha {pricing_ha.__version__}"
+
+
+def test_config_and_bootstrap_take_their_environment_variables_through_typer() -> None:
+    """--config and --bootstrap of every configured command declare their variable as envvar.
+
+    The demos' --bootstrap (use this broker instead of starting one) is not a configuration
+    override and takes no variable: an exported PRICING_HA_BOOTSTRAP must not redirect a demo.
+    """
+    import typer.main
+
+    group = typer.main.get_command(app)
+    seen = 0
+    commands = list(group.commands.values())  # type: ignore[attr-defined]
+    while commands:
+        command = commands.pop()
+        commands.extend(getattr(command, "commands", {}).values())
+        if not any(p.name == "config" for p in command.params):
+            continue
+        for param in command.params:
+            expected = {"config": "PRICING_HA_CONFIG", "bootstrap": "PRICING_HA_BOOTSTRAP"}
+            if param.name in expected and param.opts[0] in ("--config", "--bootstrap"):
+                assert param.envvar == expected[param.name], f"{command.name} {param.opts}"
+                seen += 1
+    assert seen >= 10
+    help_text = CliRunner().invoke(app, ["topics", "check", "--help"]).stdout
+    assert "PRICING_HA_CONFIG" in help_text
+    assert "PRICING_HA_BOOTSTRAP" in help_text
+
+
+def test_config_from_the_environment_variable_reaches_the_command(tmp_path: Path) -> None:
+    """PRICING_HA_CONFIG naming a bad file fails the command with that file's error."""
+    path = tmp_path / "env.toml"
+    path.write_text("[neli]\nthreshold_ms = 1000\n")
+    result = CliRunner().invoke(app, ["topics", "check"], env={"PRICING_HA_CONFIG": str(path)})
+    assert result.exit_code == 2
+    assert f"{path}: neli.threshold_ms:" in result.stderr

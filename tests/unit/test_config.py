@@ -405,3 +405,10 @@ def test_removed_relay_fencing_key_is_refused_from_the_environment() -> None:
     assert info.value.source == "environment variable PRICING_HA__RELAY__FENCING"
     assert info.value.key == "relay.fencing"
     assert "removed" in info.value.problem
+
+
+def test_default_config_path_finds_the_repositorys_config_default_toml() -> None:
+    """Without --config or $PRICING_HA_CONFIG, a checkout falls back to config/default.toml."""
+    from pricing_ha.config import default_config_path
+
+    assert default_config_path() == CONFIG_DIR / "default.toml"

@@ -212,3 +212,14 @@ def test_healthcheck_script_fails_when_nothing_listens() -> None:
     )
     assert done.returncode == 1
     assert "unhealthy" in done.stderr
+
+
+def test_image_lock_holds_every_runtime_dependency() -> None:
+    """Every [project] dependency of pyproject.toml is in the image lock (a process of the image
+    imports them all at start: /metrics needs prometheus-client and its OpenTelemetry exporter)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0].lower().replace("_", "-") for dep in deps}
+    missing = names - locked_versions(IMAGE_LOCK).keys()
+    assert not missing, f"re-run scripts/deploy-tools --lock: {sorted(missing)}"

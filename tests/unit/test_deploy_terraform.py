@@ -377,3 +377,15 @@ def test_checkov_passes_on_terraform() -> None:
     for skipped in report["results"]["skipped_checks"]:
         reason = skipped["check_result"].get("suppress_comment", "")
         assert len(reason) > 20, f"{skipped['check_id']} skipped without a reason"
+
+
+def test_metrics_reach_cloudwatch_by_one_path_only() -> None:
+    """The collector takes metrics by OTLP push alone: no scrape of /metrics into awsemf too."""
+    config = (TERRAFORM / "modules/service/otel-collector.yaml").read_text()
+    pipeline = re.search(r"metrics:\s*\n\s*receivers: \[(?P<receivers>[^\]]*)\]", config)
+    assert pipeline is not None
+    assert pipeline["receivers"] == "otlp"
+    assert "prometheus:" not in config
+    assert "%{ if scrape" not in config
+    service_main = (TERRAFORM / "modules/service/main.tf").read_text()
+    assert "scrape" not in service_main

@@ -12,7 +12,6 @@ from confluent_kafka import KafkaError
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,7 +23,7 @@ from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
 from pricing_ha.dedupe.failover_spans import trace_switch
 from pricing_ha.errors import ConfigError
-from pricing_ha.telemetry import PricePathSampler, PricingMetrics, Telemetry, render_prometheus
+from pricing_ha.telemetry import PricePathSampler, PricingMetrics, PrometheusExposition, Telemetry
 from pricing_ha.telemetry.pricepath import (
     PricePath,
     child_context,
@@ -280,8 +279,8 @@ def test_arbiter_switches_become_spans_with_the_arbiters_figures() -> None:
 
 def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
     """One add per partition, at most N latency values, staleness set and forgotten."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
+    reader = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[reader.reader])
     now = [1000.0]
     metrics = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0], per_instrument=True)
     tally = PriceTally(
@@ -300,7 +299,7 @@ def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
     assert tally.pending == 0
     tally.flush()  # nothing new: no-op
     now[0] = 1002.5
-    fams = parse(render_prometheus(reader.get_metrics_data()))
+    fams = parse(reader.text())
     published = "pricing_ha_prices_published_total"
     assert value(fams, published, group="p1", partition="0") == 5
     assert value(fams, published, group="p1", partition="1") == 6
@@ -312,7 +311,7 @@ def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
     by_partition = "pricing_ha_partition_staleness_seconds"
     assert value(fams, by_partition, partition="1") == 2.5
     tally.forget_partition(1)  # the partition moved away: I1 and J are not reported any more
-    fams = parse(render_prometheus(reader.get_metrics_data()))
+    fams = parse(reader.text())
     assert {lab["instrument"] for _, lab, _ in fams[stale].samples} == {"I0"}
     assert {lab["partition"] for _, lab, _ in fams[by_partition].samples} == {"0"}
     with pytest.raises(ValueError, match="max_latency_samples"):
@@ -322,14 +321,14 @@ def test_tally_flushes_counts_latency_samples_and_staleness_per_batch() -> None:
 
 def test_default_metrics_have_no_per_instrument_series_or_state() -> None:
     """By default a flood of instrument names adds no series and no per-instrument state."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
+    reader = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[reader.reader])
     metrics = PricingMetrics(provider.get_meter("t"), clock=lambda: 1000.0)
     tally = PriceTally(metrics, metrics.prices_relayed, stage="relay", clock=lambda: 1000.0)
     for i in range(5000):
         tally.add(i % 3, f"FLOOD{i}", 0.001, None)
     tally.flush()
-    text = render_prometheus(reader.get_metrics_data())
+    text = reader.text()
     provider.shutdown()
     assert "FLOOD" not in text
     assert "instrument=" not in text

@@ -11,7 +11,6 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision
@@ -26,9 +25,9 @@ from pricing_ha.telemetry import (
     JsonLinesSpanExporter,
     PricePathSampler,
     PricingMetrics,
+    PrometheusExposition,
     Telemetry,
     load_spans,
-    render_prometheus,
     setup_telemetry,
 )
 from tests.unit.prometheus_format import parse, value
@@ -213,8 +212,8 @@ def test_jsonl_exporter_refuses_after_shutdown_and_reader_skips_torn_lines(
 def test_every_instrument_renders_as_valid_prometheus() -> None:
     """Counters become _total, gauges and the latency histogram render with valid syntax."""
     now = [1000.0]
-    r = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[r])
+    r = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[r.reader])
     m = PricingMetrics(provider.get_meter("t"), clock=lambda: now[0], per_instrument=True)
     m.prices_published.add(3, {"group": "p1", "partition": "0"})
     m.prices_relayed.add(2, {"partition": "0"})
@@ -228,7 +227,7 @@ def test_every_instrument_renders_as_valid_prometheus() -> None:
     m.mark_fresh("USDJPY")
     m.forget_instrument("USDJPY")
     m.set_leadership("pricing.p2", "p2/m1", 3, True)
-    text = render_prometheus(r.get_metrics_data())
+    text = r.text()
     provider.shutdown()
     fams = parse(text)
     assert fams["pricing_ha_prices_published_total"].kind == "counter"
@@ -255,12 +254,102 @@ def test_every_instrument_renders_as_valid_prometheus() -> None:
 
 def test_label_values_and_help_are_escaped() -> None:
     """Quotes, backslashes and newlines in label values survive the round trip."""
-    r = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[r])
+    r = PrometheusExposition()
+    provider = MeterProvider(metric_readers=[r.reader])
     counter = provider.get_meter("t").create_counter("odd.name-x", description='a "b"\nc')
     counter.add(1, {"weird key": 'q"u\\o\nte'})
-    text = render_prometheus(r.get_metrics_data())
+    text = r.text()
     provider.shutdown()
     fams = parse(text)
     assert value(fams, "odd_name_x_total", weird_key='q"u\\o\nte') == 1
-    assert render_prometheus(None) == ""
+
+
+def test_otel_service_name_and_resource_attributes_win_over_the_apps_defaults(
+    tmp_path: Path,
+) -> None:
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins for service.name) override."""
+    env = {
+        "OTEL_SERVICE_NAME": "prices-eu",
+        "OTEL_RESOURCE_ATTRIBUTES": (
+            "service.name=ignored,deployment.environment.name=prod,"
+            "cloud.availability_zone=euw1-az3,team=fx%20desk"
+        ),
+    }
+    tel = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+    try:
+        assert tel.resource["service.name"] == "prices-eu"
+        assert tel.resource["deployment.environment.name"] == "prod"
+        assert tel.resource["cloud.availability_zone"] == "euw1-az3"
+        assert tel.resource["team"] == "fx desk"
+        assert tel.resource["service.instance.id"] == "relay/eu-west-1a/r1"  # default kept
+        with tel.tracer().start_as_current_span("x"):
+            pass
+        tel.shutdown()
+        assert tel.trace_file is not None
+        (record,) = load_spans(tel.trace_file)
+        assert record["resource"]["service.name"] == "prices-eu"
+        assert record["resource"]["deployment.environment.name"] == "prod"
+    finally:
+        tel.shutdown()
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    ],
+)
+def test_an_otlp_protocol_without_its_exporter_is_a_clear_start_up_error(
+    tmp_path: Path, variable: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_*PROTOCOL=grpc (exporter not installed) fails naming the variable."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", variable: "grpc"}
+    with pytest.raises(ConfigError, match=f"{variable}.*grpc.*http/protobuf"):
+        setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+
+
+def test_http_protobuf_is_the_accepted_otlp_protocol(tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf is what the exporter speaks: accepted."""
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    }
+    tel = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="r1", env=env)
+    tel.shutdown()
+    assert tel.destination == "otlp http://127.0.0.1:9/v1/traces"
+
+
+def test_metrics_carry_the_resource_as_target_info_and_processes_do_not_share_series(
+    tmp_path: Path,
+) -> None:
+    """/metrics has target_info with the resource; two telemetries keep separate registries."""
+    a = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="a", env={})
+    b = setup_telemetry(_cfg(tmp_path), service_role="relay", group=None, member="b", env={})
+    try:
+        a.metrics.prices_relayed.add(2, {"partition": "0"})
+        b.metrics.prices_relayed.add(1, {"partition": "1"})
+        fams_a, fams_b = parse(a.prometheus_text()), parse(b.prometheus_text())
+        assert value(fams_a, "target_info", service_instance_id="relay/eu-west-1a/a") == 1
+        assert value(fams_a, "target_info", service_name="pricing-ha") == 1
+        assert value(fams_a, "pricing_ha_prices_relayed_total", partition="0") == 2
+        assert value(fams_b, "pricing_ha_prices_relayed_total") == 1
+        assert value(fams_b, "target_info", service_instance_id="relay/eu-west-1a/b") == 1
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+def test_relay_takeovers_and_suspicions_are_counted_from_zero(telemetry: Telemetry) -> None:
+    """A watched relay's takeovers and suspicions are on /metrics at 0, then as counted."""
+    counts = [0, 0]
+    telemetry.metrics.watch_takeovers(lambda: (counts[0], counts[1]))
+    fams = parse(telemetry.prometheus_text())
+    assert value(fams, "pricing_ha_relay_takeovers_total") == 0
+    assert value(fams, "pricing_ha_relay_suspicions_total") == 0
+    counts[:] = [3, 1]
+    fams = parse(telemetry.prometheus_text())
+    assert fams["pricing_ha_relay_takeovers_total"].kind == "counter"
+    assert value(fams, "pricing_ha_relay_takeovers_total") == 3
+    assert value(fams, "pricing_ha_relay_suspicions_total") == 1

@@ -21,7 +21,6 @@ locals {
     region            = data.aws_region.current.name
     metrics_log_group = var.metrics_log_group_name
     service           = var.name
-    scrape            = var.health_check
   })
 
   log_configuration = {

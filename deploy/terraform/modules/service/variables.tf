@@ -51,7 +51,7 @@ variable "command" {
 }
 
 variable "health_check" {
-  description = "Whether the command serves /healthz on port 8080 (run, dedupe), so ECS checks it and the collector scrapes /metrics."
+  description = "Whether the command serves /healthz on port 8080 (run, dedupe), so ECS checks it."
   type        = bool
 }
 
