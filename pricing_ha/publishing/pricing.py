@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decimal, localcontext
 
+import msgspec
 import orjson
 
+from pricing_ha import wire
 from pricing_ha.config import InstrumentOverride, PricingConfig
 from pricing_ha.errors import ConfigError, PricingError
 from pricing_ha.publishing._wire import WireFormatError, get_float, get_int, get_str, load_object
@@ -193,6 +195,39 @@ def decode_price(data: bytes | None) -> Price:
     if data is None:
         raise InvalidPriceError("empty message value")
     try:
+        # The wire contract's struct decodes a well-formed price in one pass (a number beyond
+        # a float's range is refused there: nothing non-finite gets through); anything it
+        # refuses is read again by the strict reader, which says precisely what is wrong.
+        typed = _PRICE.decode(data)
+    except msgspec.MsgspecError:
+        price = _decode_slowly(data)
+    else:
+        price = Price(
+            instrument=typed.instrument,
+            seq=typed.seq,
+            bid=typed.bid,
+            ask=typed.ask,
+            mid=typed.mid,
+            source_time_ns=typed.source_time_ns,
+            epoch=typed.epoch,
+        )
+    if not price.instrument:
+        raise InvalidPriceError("invalid price: empty instrument")
+    if not 1 <= price.seq <= MAX_SEQ:
+        raise InvalidPriceError(f"invalid price: seq out of range: {price.seq}")
+    if not 0 <= price.epoch <= MAX_EPOCH:
+        raise InvalidPriceError(f"invalid price: epoch out of range: {price.epoch}")
+    if not 0 < price.bid <= price.ask:
+        raise InvalidPriceError(f"invalid price: bid {price.bid!r}, ask {price.ask!r}")
+    return price
+
+
+_PRICE = msgspec.json.Decoder(wire.Price)
+
+
+def _decode_slowly(data: bytes) -> Price:
+    """A price the typed decoder refused, read field by field for the reason it is invalid."""
+    try:
         obj = load_object(data)
         price = Price(
             instrument=get_str(obj, "instrument"),
@@ -205,14 +240,6 @@ def decode_price(data: bytes | None) -> Price:
         )
     except WireFormatError as exc:
         raise InvalidPriceError(f"invalid price: {exc}") from exc
-    if not price.instrument:
-        raise InvalidPriceError("invalid price: empty instrument")
-    if not 1 <= price.seq <= MAX_SEQ:
-        raise InvalidPriceError(f"invalid price: seq out of range: {price.seq}")
-    if not 0 <= price.epoch <= MAX_EPOCH:
-        raise InvalidPriceError(f"invalid price: epoch out of range: {price.epoch}")
-    if not 0 < price.bid <= price.ask:
-        raise InvalidPriceError(f"invalid price: bid {price.bid!r}, ask {price.ask!r}")
     return price
 
 
