@@ -25,7 +25,7 @@ __all__ = ["Checkpoint", "Heartbeat", "Price", "Quote"]
 
 # The bounds of pricing_ha.publishing (quotes.MAX_SEQ, epochs.MAX_EPOCH: both must fit Kafka
 # headers, Spark LongType and Parquet int64), restated here because the wire contract is a layer
-# below publishing, whose decoders are to use it; test_wire_contract holds them equal.
+# below publishing, whose decoders use it; test_wire_contract holds them equal.
 MAX_SEQ = 2**63 - 1
 MAX_EPOCH = 2**63 - 1
 #: Longest instrument symbol a publisher accepts (``validate_quote``).
