@@ -13,7 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Where history belongs, and so where hashes and dates may appear.
 HISTORY = {ROOT / "docs" / "measurements.md"}
 REFERENCES = sorted(
-    {ROOT / "README.md", ROOT / "neli" / "README.md", *(ROOT / "docs").glob("*.md")} - HISTORY
+    {
+        ROOT / "README.md",
+        ROOT / "neli" / "README.md",
+        ROOT / "bench" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+    }
+    - HISTORY
 )
 CODE_ROOTS = ("neli", "pricing_ha", "bench", "tests", "scripts", "examples")
 
