@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pricing_ha.config._broker import RECOVERY_DEFAULTS, BrokerConfig
+from pricing_ha.config._broker import CONSUMER_RECOVERY_DEFAULTS, RECOVERY_DEFAULTS, BrokerConfig
 from pricing_ha.config._java_client import java_client_properties
 from pricing_ha.config._limits import MAX_INSTRUMENT_BYTES, LimitsConfig, message_max_bytes
 from pricing_ha.config._parse import EnvText, apply_env, convert_table, set_env_value
@@ -52,6 +52,7 @@ from pricing_ha.config._sections import (
 from pricing_ha.errors import ConfigError
 
 __all__ = [
+    "CONSUMER_RECOVERY_DEFAULTS",
     "ENV_BOOTSTRAP",
     "ENV_CONFIG",
     "ENV_PREFIX",

@@ -17,7 +17,7 @@ from typing import Any
 from pricing_ha.config import _msk_iam, _scram
 from pricing_ha.config._sections import check, check_ms
 
-__all__ = ["RECOVERY_DEFAULTS", "BrokerConfig"]
+__all__ = ["CONSUMER_RECOVERY_DEFAULTS", "RECOVERY_DEFAULTS", "BrokerConfig"]
 
 # The relay's transaction.timeout.ms unless [broker.librdkafka] sets it (dedupe.output_producers).
 _RELAY_TXN_TIMEOUT_MS = 10_000
@@ -44,6 +44,17 @@ RECOVERY_DEFAULTS: dict[str, str | int | bool] = {
     "reconnect.backoff.max.ms": 1_000,
     # Dead peers of idle connections are found by TCP keepalive (the OS's timers) too.
     "socket.keepalive.enable": True,
+}
+
+#: Settings of every consumer (a client with a ``group.id``) on top of :data:`RECOVERY_DEFAULTS`;
+#: ``[broker.librdkafka]`` overrides each. A consumer that has lost its group coordinator asks
+#: for it again every tenth of this interval: once a minute with librdkafka's 600 s, once a
+#: second with 10 s (and a FindCoordinator request every 10 s while all is well). After broker
+#: stalls of 6 and 12 s, consumers went without their coordinator for 20 s and more; whether
+#: this shortens that is not established (docs/measurements.md, "Broker stalls of S, 2·S and
+#: 4·S on one node").
+CONSUMER_RECOVERY_DEFAULTS: dict[str, str | int | bool] = {
+    "coordinator.query.interval.ms": 10_000,
 }
 
 _AUTH_MODES = frozenset({"passthrough", "msk_iam", "scram"})
@@ -214,15 +225,18 @@ class BrokerConfig:
             required: settings the application depends on (e.g. acks); they win.
 
         Returns:
-            ``bootstrap.servers`` plus :data:`RECOVERY_DEFAULTS`, defaults, pass-through
-            settings and required settings,
-            plus the authentication callbacks (:meth:`callbacks`). Values are librdkafka
+            ``bootstrap.servers`` plus :data:`RECOVERY_DEFAULTS` (and, for a consumer, i.e.
+            a configuration with a ``group.id``, :data:`CONSUMER_RECOVERY_DEFAULTS`),
+            defaults, pass-through settings and required settings, plus the authentication
+            callbacks (:meth:`callbacks`). Values are librdkafka
             scalars or, for ``oauth_cb``, a callable, which confluent-kafka accepts but its type
             hints (``dict[str, str | int | float | bool]``) do not describe; hence ``Any``.
         """
+        consumer = "group.id" in {**(defaults or {}), **(required or {})}
         return {
             "bootstrap.servers": self.bootstrap_servers,
             **RECOVERY_DEFAULTS,
+            **(CONSUMER_RECOVERY_DEFAULTS if consumer else {}),
             **(defaults or {}),
             **self.librdkafka,
             **(required or {}),
@@ -242,6 +256,11 @@ class BrokerConfig:
             return {}
         assert self.aws_region is not None  # checked in __post_init__
         return {"oauth_cb": _msk_iam.MskIamTokenCallback(self.aws_region, _msk_iam.load_signer())}
+
+    def neli_consumer(self) -> dict[str, Any]:
+        """:data:`CONSUMER_RECOVERY_DEFAULTS` and their ``librdkafka`` overrides: the
+        ``consumer`` passthrough for NELI members (their consumer joins the group)."""
+        return {k: self.librdkafka.get(k, v) for k, v in CONSUMER_RECOVERY_DEFAULTS.items()}
 
     def neli_kafka(self) -> dict[str, Any]:
         """:data:`RECOVERY_DEFAULTS`, ``librdkafka`` and :meth:`callbacks`: the ``kafka``

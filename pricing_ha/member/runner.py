@@ -60,6 +60,7 @@ def make_neli(
             expected_partitions=cfg.topics.partitions,
             member_name=member_name,
             kafka=cfg.broker.neli_kafka(),
+            consumer=cfg.broker.neli_consumer(),
             start_timeout_ms=cfg.broker.connect_timeout_ms,
             **options,  # type: ignore[arg-type]
         )
