@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write
 from confluent_kafka import Message, Producer
 
-from neli import role_partition
+from neli.partitioner import role_partition
 from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig
 from pricing_ha.dedupe.control import PartitionView
 from pricing_ha.dedupe.hot_path import HotPath

@@ -10,7 +10,8 @@ import pytest
 import neli
 import neli.testing
 from neli import Neli, NeliConfig
-from neli.testing import FakeNeli
+from neli.takeover import Takeover
+from neli.testing import FakeNeli, FakeTakeover
 
 EXPECTED_NELI = {
     "BarrierHandler",
