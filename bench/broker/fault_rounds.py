@@ -25,13 +25,13 @@ import threading
 import time
 from typing import Any
 
-from _common import TopicTail
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
 from pricing_ha.local.seqs import value_seq
+from pricing_ha.local.tails import TopicTail
 
 Rec = tuple[int, int, str]  # a price: offset, timestamp ms, relay
 Ctl = tuple[int, int, str, str]  # a control record: offset, timestamp ms, relay, kind

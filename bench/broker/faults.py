@@ -45,14 +45,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _broker_fault_rounds import PricesArrivals, Probe, flowing, longest_silence
-from _common import machine, wait_until, write
-from _pipeline import code_version, exactly_once, foreign_processes, start_feed, start_pipeline
-from _takeover_checks import zombie_records
-from _takeover_goals import KILL_P99_S
-from _takeover_rounds import pct
 from confluent_kafka.admin import AdminClient
 
+from bench.broker.fault_rounds import PricesArrivals, Probe, flowing, longest_silence
+from bench.common.cluster import start_feed, start_pipeline
+from bench.common.report import code_version, foreign_processes, machine, write
+from bench.relay_failover.checks import zombie_records
+from bench.relay_failover.goals import KILL_P99_S
+from bench.relay_failover.rounds import pct
 from pricing_ha.config import AppConfig, load_app_config
 from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import LocalKafka
@@ -65,6 +65,8 @@ from pricing_ha.local.broker_faults import (
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_faults import BrokerFaults, Zones
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import exactly_once
+from pricing_ha.local.waiting import wait_until
 from pricing_ha.publishing.publisher import neli_group_id, quotes_group_id
 
 FAULTS = ("kill-leader", "kill-coordinator", "sigstop", "rolling", "az-a")

@@ -32,13 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
-from _pipeline import code_version, foreign_processes, start_feed, start_pipeline
-from _procstat import cpu_s, load
-from _topic_gaps import BASELINE_SUB_S, InputTail, PricesTail, baseline_gaps
-
+from bench.common.cluster import start_feed, start_pipeline
+from bench.common.procstat import cpu_s, load
+from bench.common.report import code_version, foreign_processes, write
+from bench.common.topic_gaps import BASELINE_SUB_S, InputTail, PricesTail, baseline_gaps
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import ProcessGroup
 

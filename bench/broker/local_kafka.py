@@ -18,10 +18,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from _common import summary, write
-from _pipeline import code_version, foreign_processes
-from _procstat import cpu_s, load, memory_kib
-
+from bench.common.procstat import cpu_s, load, memory_kib
+from bench.common.report import code_version, foreign_processes, summary, write
 from pricing_ha.local.broker import LocalKafka
 
 

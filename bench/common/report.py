@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: machine description, JSON output, waiting, topic tails."""
+"""What every benchmark records beside its figures (machine, code, competing processes), as JSON."""
 
 from __future__ import annotations
 
@@ -6,20 +6,14 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
-
-from pricing_ha.kafka.headers import is_control
-
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def machine() -> dict[str, Any]:
@@ -82,85 +76,48 @@ def write(
     return path
 
 
-def wait_until(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) -> bool:
-    """Poll ``cond`` until it holds (True) or ``timeout_s`` passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(poll_s)
-    return bool(cond())
+def foreign_processes() -> list[str]:
+    """Broker, pricing-ha and pytest processes on this machine that this benchmark did not start.
 
+    The machine may be shared (other test runs); their processes compete for the same cores.
+    """
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        pid = int(proc.name)
+        parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        commands[pid] = cmd.strip()
 
-def consumer(bootstrap: str, group: str | None = None) -> Consumer:
-    """A consumer that commits nothing (of a throwaway group unless ``group`` is given) and
-    reads ``read_committed``, as subscribers do (librdkafka's default, stated: what a reader
-    of ``prices`` sees is what the benchmarks judge)."""
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "isolation.level": "read_committed",
-            "group.id": group or f"bench-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10,
-            "log.connection.close": False,
-        }
+    def mine(pid: int) -> bool:
+        while pid > 1:
+            if pid == me:
+                return True
+            pid = parents.get(pid, 1)
+        return False
+
+    wanted = ("kafka.Kafka", "pricing-ha", "pytest", "pricing_ha.")
+    return sorted(
+        f"{pid} {cmd[:120]}"
+        for pid, cmd in commands.items()
+        if any(w in cmd for w in wanted) and not mine(pid)
     )
 
 
-def _is_data(msg: Message) -> bool:
-    """A record without error that is not a control record (a relay's takeover marker)."""
-    return msg.error() is None and not is_control(msg.key(), msg.headers())
+def code_version() -> dict[str, object]:
+    """The git commit of the working tree and the files that differ from it."""
+    root = Path(__file__).resolve().parents[2]
 
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return out.stdout.rstrip("\n")
 
-class TopicTail:
-    """Follows topics in a daemon thread, handing each fetch to ``on_batch(records, received)``.
-
-    Every partition of ``topics`` is read from ``start`` (the beginning by default). A fetch
-    waits up to 0.1 s for one record, then takes whatever else has already arrived, so records
-    are handed over soon after they land; ``received`` is the monotonic time just after the
-    fetch. Records with an error, and control records, are left out; ``on_batch`` runs in the
-    tail's thread. Control records go to ``on_control(records)``, if given (same thread).
-    """
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topics: Iterable[str],
-        partitions: int,
-        on_batch: Callable[[list[Message], float], None],
-        *,
-        start: int = OFFSET_BEGINNING,
-        name: str = "bench-tail",
-        on_control: Callable[[list[Message]], None] | None = None,
-    ) -> None:
-        """Start following."""
-        self._on_batch = on_batch
-        self._on_control = on_control
-        self._stop = threading.Event()
-        self._consumer = consumer(bootstrap)
-        self._consumer.assign(
-            [TopicPartition(t, p, start) for t in topics for p in range(partitions)]
-        )
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self._consumer.consume(1, 0.1)
-                if batch:
-                    batch += self._consumer.consume(9999, 0)
-                    received = time.monotonic()
-                    self._on_batch([m for m in batch if _is_data(m)], received)
-                    if self._on_control is not None:
-                        control = [m for m in batch if m.error() is None and not _is_data(m)]
-                        if control:
-                            self._on_control(control)
-        finally:
-            self._consumer.close()
-
-    def close(self) -> None:
-        """Stop following."""
-        self._stop.set()
-        self._thread.join(10)
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines()]
+    return {"head": git("rev-parse", "--short", "HEAD"), "uncommitted": changed}

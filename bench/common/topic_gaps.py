@@ -16,11 +16,11 @@ import itertools
 import math
 import time
 
-from _common import TopicTail
 from confluent_kafka import OFFSET_END, Message
 
 from pricing_ha.dedupe.control import PROBE
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict, is_control
+from pricing_ha.local.tails import TopicTail
 
 Rec = tuple[int, int, str]  # offset, timestamp ms, relay
 Ctl = tuple[int, int, str, str]  # a control record: offset, timestamp ms, relay, kind

@@ -78,11 +78,10 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import RESULTS, wait_until, write
-from _election_report import markdown, ratios, table
-from _election_servers import (
+from bench.common.report import RESULTS, code_version, write
+from bench.election.idle_cost import idle_cost
+from bench.election.report import markdown, ratios, table
+from bench.election.servers import (
     PEERS_PYTHON,
     Server,
     etcd,
@@ -91,13 +90,11 @@ from _election_servers import (
     missing_prerequisites,
     zookeeper,
 )
-from _idle_cost import idle_cost
-from _pipeline import code_version
-
 from neli import Mode, NeliConfig, Variant
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.waiting import wait_until
 
-MEMBER = Path(__file__).resolve().parent / "_election_member.py"
+MEMBER = "bench.election.member"  # run as a module, from the repository root
 CANDIDATES = 3
 LONG_S = 20.0  # cases expected to take over more slowly than this run --long-rounds rounds
 
@@ -238,7 +235,7 @@ class Candidates:
         self.started += 1
         name = f"c{self.started}"
         c, p = self.case, self.case.params
-        common = [str(MEMBER), c.peer, f"--out={self.path(name)}", f"--name={name}"]
+        common = ["-m", MEMBER, c.peer, f"--out={self.path(name)}", f"--name={name}"]
         if c.peer == "neli":
             variant, mode = c.label.split("/")
             argv = [

@@ -19,12 +19,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import wait_until
-
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PEERS_VENV = ROOT / ".venv-bench-peers"
 PEERS_PYTHON = PEERS_VENV / "bin" / "python"
 PEERS_PIP = ("kazoo", "etcd3", "protobuf<4")

@@ -9,21 +9,17 @@ Run: ``.venv/bin/python bench/neli_is_leader.py``
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
-
+from bench.common.report import write
 from neli import Mode, Neli, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
 from pricing_ha.local.broker import LocalKafka
@@ -65,7 +61,13 @@ async def _measure(bootstrap: str, variant: Variant, mode: Mode) -> dict[str, fl
         }
 
 
-async def main() -> None:
+def main() -> None:
+    """Parse the (no) arguments and measure."""
+    argparse.ArgumentParser(description=__doc__.split("\n", 1)[0]).parse_args()
+    asyncio.run(_measure_all())
+
+
+async def _measure_all() -> None:
     """Measure every variant/mode on one local Apache Kafka."""
     figures: dict[str, dict[str, float]] = {}
     with LocalKafka() as broker:
@@ -78,4 +80,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 import tempfile
 import time
 import uuid
@@ -21,13 +20,11 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import summary, wait_until, write
-
+from bench.common.report import summary, write
 from pricing_ha.local import leadership_log
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.waiting import wait_until
 
 M = 4
 CASES = [("full", "non-exclusive"), ("full", "exclusive"), ("fast", "exclusive")]

@@ -29,12 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import write
-from _pipeline import code_version, foreign_processes
+
+from bench.common.report import code_version, foreign_processes, write
 
 INSTRUMENTS = 100
 TOPICS = {"quotes": "md.quotes", "raw": "prices.raw", "prices": "prices"}
@@ -218,7 +216,17 @@ def measured_child(argv: list[str], what: str) -> dict[str, Any]:
 
 def child(engine: str, data: Path, master: str) -> dict[str, Any]:
     """Run one engine in a fresh interpreter; its figures plus its peak memory."""
-    argv = [sys.executable, __file__, "--child", engine, "--data", str(data), "--master", master]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.pipeline.availability",
+        "--child",
+        engine,
+        "--data",
+        str(data),
+        "--master",
+        master,
+    ]
     return measured_child(argv, f"{engine} run")
 
 

@@ -34,14 +34,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
-from _pipeline import code_version, foreign_processes
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from pipeline_availability import measured_child
 
+from bench.common.report import code_version, foreign_processes, write
+from bench.pipeline.availability import measured_child
 from pricing_ha.config import AppConfig, BrokerConfig
 from pricing_ha.kafka.topics import create_topics
 from pricing_ha.local.broker import LocalKafka
@@ -163,7 +160,17 @@ def run_spark(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
 
 def spark_child(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
     """:func:`run_spark` in a fresh interpreter; its figures plus its peak memory."""
-    argv = [sys.executable, __file__, "--child", bootstrap, "--master", master, "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.pipeline.ingest",
+        "--child",
+        bootstrap,
+        "--master",
+        master,
+        "--out",
+        str(out),
+    ]
     return measured_child(argv, "spark ingest")
 
 

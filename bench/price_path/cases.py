@@ -25,19 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import wait_until
-from _pipeline import TopicCounter, exactly_once, foreign_processes, start_feed, start_pipeline
-from _procstat import ProcSampler, load
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from bench.common.cluster import TopicCounter, start_feed, start_pipeline
+from bench.common.procstat import ProcSampler, load
+from bench.common.report import foreign_processes
 from pricing_ha.local.cluster import PricingCluster, read_topic
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.tails import exactly_once
+from pricing_ha.local.waiting import wait_until
 
-HERE = Path(__file__).resolve().parent
-FORWARDER = HERE / "_forwarder.py"
-PROBE = HERE / "_latency_probe.py"
-HOP_PROBE = HERE / "_hop_probe.py"
+# The helper processes, run as modules (the benchmark runs from the repository root).
+FORWARDER = "bench.price_path.forwarder"
+PROBE = "bench.price_path.latency_probe"
+HOP_PROBE = "bench.price_path.hop_probe"
 #: One broker hop is measured beside every latency case, on a topic of its own, at this rate
 #: (low, so that it adds next to nothing to the load it measures under).
 HOP_RATE_PER_S = 100.0
@@ -109,14 +111,15 @@ def start_reference(
     # The same loop shape as the product's: publishers do not flush per batch (they commit
     # as acknowledgements settle); the relay flushes per batch unless ``pipelined``.
     mode = ["--pipelined"] if pipelined else []
-    py, fwd, n = sys.executable, str(FORWARDER), str(partitions)
+    py, n = sys.executable, str(partitions)
+    fwd = ["-m", FORWARDER]
     for group in ("p1", "p2"):
         run.workers[f"fwd-{group}"] = procs.spawn(
             f"fwd-{group}",
-            [py, fwd, "publish", bootstrap, quotes, raw, n, f"--name={group}", "--pipelined"],
+            [py, *fwd, "publish", bootstrap, quotes, raw, n, f"--name={group}", "--pipelined"],
         )
     run.workers["fwd-relay"] = procs.spawn(
-        "fwd-relay", [py, fwd, "relay", bootstrap, raw, out, n, "--keep=p1", *mode]
+        "fwd-relay", [py, *fwd, "relay", bootstrap, raw, out, n, "--keep=p1", *mode]
     )
 
     def ready() -> bool:
@@ -345,7 +348,7 @@ def latency_case(
             hop_out = workdir / f"hop-{kind}.json"
             hop_reader = procs.spawn(
                 f"hop-consume-{kind}",
-                [sys.executable, str(HOP_PROBE), "consume", bootstrap, hop_topic,
+                [sys.executable, "-m", HOP_PROBE, "consume", bootstrap, hop_topic,
                  str(partitions), str(measure_s + 15), str(hop_out), "0"],
             )  # fmt: skip
             time.sleep(WARM_S)
@@ -353,7 +356,7 @@ def latency_case(
             probe_out = workdir / f"latency-{kind}.json"
             probe = procs.spawn(
                 f"probe-{kind}",
-                [sys.executable, str(PROBE), bootstrap, run.out, str(partitions),
+                [sys.executable, "-m", PROBE, bootstrap, run.out, str(partitions),
                  str(measure_s), str(probe_out)],
             )  # fmt: skip
             # One hop in the same window: the latency probe skips its first second, and so
@@ -361,7 +364,7 @@ def latency_case(
             time.sleep(1.0)
             hop_writer = procs.spawn(
                 f"hop-produce-{kind}",
-                [sys.executable, str(HOP_PROBE), "produce", bootstrap, hop_topic,
+                [sys.executable, "-m", HOP_PROBE, "produce", bootstrap, hop_topic,
                  str(HOP_RATE_PER_S), str(measure_s)],
             )  # fmt: skip
             assert probe.wait(measure_s + 60) == 0, probe.log_tail()

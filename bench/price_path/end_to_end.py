@@ -48,25 +48,16 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
-from _pipeline import (
-    TopicCounter,
-    code_version,
-    exactly_once,
-    foreign_processes,
-    start_feed,
-    start_pipeline,
-)
-
+from bench.common.cluster import TopicCounter, start_feed, start_pipeline
+from bench.common.report import code_version, foreign_processes, write
 from pricing_ha.config import AppConfig
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import exactly_once
 
 INSTRUMENTS = 100
-PROBE = Path(__file__).resolve().parent / "_hop_probe.py"
+PROBE = "bench.price_path.hop_probe"  # run as a module, from the repository root
 WARM_S = 3.0  # a paced step's steady state starts this long after the feed was started
 
 
@@ -215,14 +206,14 @@ def latency(
         probe_out = workdir / "hop.json"
         cons = procs.spawn(
             "hop-consume",
-            [py, str(PROBE), "consume", bootstrap, probe_topic, str(c.partitions),
+            [py, "-m", PROBE, "consume", bootstrap, probe_topic, str(c.partitions),
              str(measure_s + 15), str(probe_out)],
         )  # fmt: skip
         time.sleep(1.0)
         load_before = _load()
         prod = procs.spawn(
             "hop-produce",
-            [py, str(PROBE), "produce", bootstrap, probe_topic, str(total), str(measure_s),
+            [py, "-m", PROBE, "produce", bootstrap, probe_topic, str(total), str(measure_s),
              str(linger_ms)],
         )  # fmt: skip
         subs = {

@@ -26,12 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import RESULTS, machine
-from _pipeline import TopicCounter, code_version, foreign_processes, start_feed, start_pipeline
-from _procstat import cpu_s, thread_cpu_s
-
+from bench.common.cluster import TopicCounter, start_feed, start_pipeline
+from bench.common.procstat import cpu_s, thread_cpu_s
+from bench.common.report import RESULTS, code_version, foreign_processes, machine
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.procs import ProcessGroup
 

@@ -11,14 +11,15 @@ Run: ``python bench/_hop_probe.py produce BOOTSTRAP TOPIC RATE DURATION_S [LINGE
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-from _common import TopicTail, wait_until
 from confluent_kafka import OFFSET_END, Message, Producer
 
+from pricing_ha.local.tails import TopicTail
+from pricing_ha.local.waiting import wait_until
 from pricing_ha.subscribing.stats import percentiles
 
 PRODUCER_SETTINGS: dict[str, str | int | bool] = {
@@ -83,16 +84,27 @@ def consume(
 
 
 def main() -> None:
-    """Dispatch on the first argument."""
-    cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "produce":
-        linger = int(args[4]) if len(args) > 4 else 1
-        produce(args[0], args[1], float(args[2]), float(args[3]), linger)
-    elif cmd == "consume":
-        skip = float(args[5]) if len(args) > 5 else 1.0
-        consume(args[0], args[1], int(args[2]), float(args[3]), Path(args[4]), skip_s=skip)
+    """Parse the arguments and produce or consume."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    prod = sub.add_parser("produce", help="a paced producer stamping send times")
+    prod.add_argument("bootstrap")
+    prod.add_argument("topic")
+    prod.add_argument("rate", type=float)
+    prod.add_argument("duration_s", type=float)
+    prod.add_argument("linger_ms", type=int, nargs="?", default=1)
+    cons = sub.add_parser("consume", help="a tail from the end, writing percentiles as JSON")
+    cons.add_argument("bootstrap")
+    cons.add_argument("topic")
+    cons.add_argument("partitions", type=int)
+    cons.add_argument("max_s", type=float)
+    cons.add_argument("out", type=Path)
+    cons.add_argument("skip_s", type=float, nargs="?", default=1.0)
+    a = parser.parse_args()
+    if a.cmd == "produce":
+        produce(a.bootstrap, a.topic, a.rate, a.duration_s, a.linger_ms)
     else:
-        raise SystemExit(f"unknown command {cmd!r}")
+        consume(a.bootstrap, a.topic, a.partitions, a.max_s, a.out, skip_s=a.skip_s)
 
 
 if __name__ == "__main__":

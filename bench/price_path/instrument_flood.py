@@ -19,6 +19,7 @@ Run: ``.venv/bin/python bench/instrument_flood.py`` (about a minute).
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -31,11 +32,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
 from confluent_kafka import Message, Producer
 
+from bench.common.report import write
 from neli import role_partition
 from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig
 from pricing_ha.dedupe.control import PartitionView
@@ -54,6 +53,7 @@ NAMES = 200_000
 PARTITIONS = 4
 BATCH = 500
 DEFAULT_LIMIT = LimitsConfig().max_instruments_per_partition
+CASES = ("relay-default", "relay-unbounded", "publisher-default", "publisher-unbounded")
 
 
 def _rss_mib() -> float:
@@ -216,13 +216,16 @@ def _case(name: str) -> dict[str, Any]:
 
 def main() -> None:
     """Each case in its own process; write the figures."""
-    if len(sys.argv) == 3 and sys.argv[1] == "--case":
-        print(json.dumps(_case(sys.argv[2])))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--case", choices=CASES, help="run one case here and print it (internal)")
+    case = parser.parse_args().case
+    if case is not None:
+        print(json.dumps(_case(case)))
         return
     figures: dict[str, Any] = {"names": NAMES, "partitions": PARTITIONS}
-    for case in ("relay-default", "relay-unbounded", "publisher-default", "publisher-unbounded"):
+    for case in CASES:
         out = subprocess.run(
-            [sys.executable, __file__, "--case", case],
+            [sys.executable, "-m", "bench.price_path.instrument_flood", "--case", case],
             capture_output=True,
             text=True,
             check=True,

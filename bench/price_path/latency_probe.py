@@ -17,15 +17,15 @@ Run: ``python bench/_latency_probe.py BOOTSTRAP TOPIC PARTITIONS MEASURE_S OUT_J
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import orjson
-from _common import TopicTail
 from confluent_kafka import OFFSET_END, Message
 
+from pricing_ha.local.tails import TopicTail
 from pricing_ha.subscribing.stats import percentiles
 
 
@@ -69,11 +69,15 @@ def measure(
 
 def main() -> None:
     """Parse the arguments and measure."""
-    args = sys.argv[1:]
-    if len(args) not in (5, 6):
-        raise SystemExit(__doc__)
-    skip = float(args[5]) if len(args) > 5 else 1.0
-    measure(args[0], args[1], int(args[2]), float(args[3]), Path(args[4]), skip_s=skip)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("partitions", type=int)
+    parser.add_argument("measure_s", type=float)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("skip_s", type=float, nargs="?", default=1.0)
+    a = parser.parse_args()
+    measure(a.bootstrap, a.topic, a.partitions, a.measure_s, a.out, skip_s=a.skip_s)
 
 
 if __name__ == "__main__":

@@ -57,12 +57,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import write
-from _forwarder import CONSUMER_SETTINGS, producer_settings
-from _pipeline import code_version, foreign_processes
-from _price_cases import (
+from bench.common.procstat import load
+from bench.common.report import code_version, foreign_processes, write
+from bench.price_path.cases import (
     ROLES,
     PathRun,
     check_output,
@@ -70,8 +67,7 @@ from _price_cases import (
     ladder_step,
     latency_case,
 )
-from _procstat import load
-
+from bench.price_path.forwarder import CONSUMER_SETTINGS, producer_settings
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.member.worker import BATCH, FIRST_WAIT_S
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,12 +55,8 @@ from typing import Any
 import orjson
 from confluent_kafka import Message
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import RESULTS, TopicTail, wait_until, write
-from _pipeline import code_version, foreign_processes
-from _silence_report import figures, run_line, table
-
+from bench.common.report import RESULTS, code_version, foreign_processes, write
+from bench.publishing.silence_report import figures, run_line, table
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import (
@@ -70,9 +65,10 @@ from pricing_ha.local.cluster import (
     Record,
     by_group,
     missing,
-    wait_for,
 )
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import TopicTail
+from pricing_ha.local.waiting import wait_for, wait_until
 
 INSTRUMENTS = 20
 RATE_HZ = 20.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import summary
+from bench.common.report import summary
 
 
 def summarise(values: list[Any]) -> dict[str, float] | None:

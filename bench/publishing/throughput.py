@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,13 +29,12 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import consumer, wait_until, write
-
+from bench.common.report import write
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import consumer
+from pricing_ha.local.waiting import wait_until
 from pricing_ha.publishing.publisher import quotes_group_id
 
 CASE_TIMEOUT_S = 150.0

@@ -11,15 +11,11 @@ Run: ``.venv/bin/python bench/arbitration.py``
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import summary, write
-
+from bench.common.report import summary, write
 from pricing_ha.dedupe.arbitration import Arbiter
 
 SEQS = 1_000_000
@@ -75,6 +71,7 @@ def _run(stream: list[tuple[str, int, str]]) -> tuple[float, Arbiter[int]]:
 
 def main() -> None:
     """Measure RUNS times and write the figures."""
+    argparse.ArgumentParser(description=__doc__.split("\n", 1)[0]).parse_args()
     stream = _stream()
     rates: list[float] = []
     arb: Arbiter[int] | None = None

@@ -17,17 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _pipeline import exactly_once, start_feed, start_pipeline
-from _standby_cost import steady_costs
-from _takeover_checks import relay_section, takeovers_in
-from _takeover_rounds import INSTRUMENTS, PRELOAD_PREFIX, Rounds, pct
-from _topic_gaps import baseline_gaps, max_gap_ms
 from confluent_kafka import Producer
 
+from bench.common.cluster import start_feed, start_pipeline
+from bench.common.topic_gaps import baseline_gaps, max_gap_ms
+from bench.relay_failover.checks import relay_section, takeovers_in
+from bench.relay_failover.rounds import INSTRUMENTS, PRELOAD_PREFIX, Rounds, pct
+from bench.relay_failover.standby_cost import steady_costs
 from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import exactly_once
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _takeover_rounds import pct
+from bench.relay_failover.rounds import pct
 
 KILL_P99_S = 0.6  # relay owner SIGKILL: silence on prices at p99
 STOP_P99_S = 0.6  # relay owner SIGSTOP past the detector's threshold: the same bound

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from _takeover_cluster import ClusterRun
-from _takeover_goals import worst_per_event
-from _takeover_rounds import FAULTS, pct
-from _topic_gaps import BASELINE_SUB_S
+from bench.common.topic_gaps import BASELINE_SUB_S
+from bench.relay_failover.cluster import ClusterRun
+from bench.relay_failover.goals import worst_per_event
+from bench.relay_failover.rounds import FAULTS, pct
 
 _COUNTS = ("expected", "delivered", "duplicates", "missing", "out_of_order")
 _TOPIC_COUNTS = ("duplicates", "out_of_order", "gaps")

@@ -16,9 +16,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from _common import summary, wait_until
-from _takeover_checks import zombie_records
-from _topic_gaps import (
+from bench.common.report import summary
+from bench.common.topic_gaps import (
     InputTail,
     PricesTail,
     Rec,
@@ -26,11 +25,12 @@ from _topic_gaps import (
     max_gap_ms,
     worst_gap_at_ms,
 )
-
+from bench.relay_failover.checks import zombie_records
 from pricing_ha.dedupe.relay import relay_group_id
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.procs import Proc
+from pricing_ha.local.waiting import wait_until
 
 INSTRUMENTS = 100
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)

@@ -8,6 +8,7 @@ measures for the given seconds, then prints its figures as JSON.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -38,7 +39,15 @@ def steady_costs(
     ``window_ms`` is that window on the wall clock (epoch ms), to line it up with records.
     """
     probe = subprocess.Popen(
-        [sys.executable, __file__, bootstrap, topic, str(partitions), str(STEADY_S)],
+        [
+            sys.executable,
+            "-m",
+            "bench.relay_failover.standby_cost",
+            bootstrap,
+            topic,
+            str(partitions),
+            str(STEADY_S),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -68,10 +77,8 @@ def steady_costs(
 
 def _probe(bootstrap: str, topic: str, partitions: int, seconds: float) -> None:
     """Tail ``topic`` with a StandbyTail; print ``measuring``, then records and CPU as JSON."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import wait_until
-
     from pricing_ha.dedupe.standby import StandbyTail
+    from pricing_ha.local.waiting import wait_until
 
     tail = StandbyTail(
         {
@@ -107,5 +114,16 @@ def _probe(bootstrap: str, topic: str, partitions: int, seconds: float) -> None:
     print(json.dumps(figures), flush=True)
 
 
+def main() -> None:
+    """The standby-tail process :func:`steady_costs` starts: parse its arguments and measure."""
+    parser = argparse.ArgumentParser(description="Tail prices with a StandbyTail; print its cost.")
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("partitions", type=int)
+    parser.add_argument("seconds", type=float)
+    a = parser.parse_args()
+    _probe(a.bootstrap, a.topic, a.partitions, a.seconds)
+
+
 if __name__ == "__main__":
-    _probe(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    main()

@@ -120,17 +120,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine, write
-from _pipeline import code_version, foreign_processes
-from _standby_cost import STEADY_S
-from _takeover_cluster import BASELINE_S, ClusterRun, Plan, run_cluster
-from _takeover_goals import SESSION_MS, as_specified, goals
-from _takeover_report import summarise
-from _takeover_rounds import FAULTS, INSTRUMENTS, TICK_S
-from _topic_gaps import BASELINE_SUB_S
-
+from bench.common.report import code_version, foreign_processes, machine, write
+from bench.common.topic_gaps import BASELINE_SUB_S
+from bench.relay_failover.cluster import BASELINE_S, ClusterRun, Plan, run_cluster
+from bench.relay_failover.goals import SESSION_MS, as_specified, goals
+from bench.relay_failover.report import summarise
+from bench.relay_failover.rounds import FAULTS, INSTRUMENTS, TICK_S
+from bench.relay_failover.standby_cost import STEADY_S
 from pricing_ha.config import AppConfig
 from pricing_ha.local.cluster import PricingCluster
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,15 +41,14 @@ from typing import Any
 
 from confluent_kafka import Message
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import TopicTail, wait_until, write
-from _procstat import cpu_s
-
+from bench.common.procstat import cpu_s
+from bench.common.report import write
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.tails import TopicTail
+from pricing_ha.local.waiting import wait_until
 
 RATIOS = (0.0, 0.01, 1.0)
 CASE_TIMEOUT_S = 90.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _broker_fault_rounds import longest_silence
-from broker_faults import goals
+
+from bench.broker.fault_rounds import longest_silence
+from bench.broker.faults import goals
 
 _OK = {"ok": True, "missing": 0, "duplicates": 0, "out_of_order": 0}
 

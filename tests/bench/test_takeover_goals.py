@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _takeover_goals import as_specified, goals
+from bench.relay_failover.goals import as_specified, goals
 
 _CLEAN = {"duplicates": 0, "out_of_order": 0, "gaps": 0}
 

@@ -6,13 +6,13 @@ import time
 import uuid
 
 import pytest
-from _takeover_checks import takeovers_in, zombie_records
-from _topic_gaps import PricesTail
 from confluent_kafka import Producer
 
+from bench.common.topic_gaps import PricesTail
+from bench.relay_failover.checks import takeovers_in, zombie_records
 from pricing_ha.kafka.headers import CONTROL_HEADER
+from pricing_ha.local.waiting import wait_for
 from tests.conftest import TopicFactory
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
