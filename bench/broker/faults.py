@@ -4,7 +4,7 @@ Each fault kind runs on a cluster of its own: a local Apache Kafka of three KRaf
 (racks a/b/c; every topic at replication factor 3, ``min.insync.replicas`` 2), publishing
 groups ``p1`` (AZ a) and ``p2`` (AZ b), relays ``r1`` (AZ a) and ``r2`` (AZ b), and the feed at
 100 instruments x 10 Hz = 1,000 prices/s throughout; beside them the reference probe
-(:class:`_broker_fault_rounds.Probe`: a plain ``acks=all`` producer and a ``read_committed``
+(:class:`bench.broker.fault_rounds.Probe`: a plain ``acks=all`` producer and a ``read_committed``
 consumer on a replicated topic of its own). ``--rounds`` rounds (default 5) of the fault, each
 from a whole cluster (every partition with 3 replicas in sync, every group leading, prices and
 the probe flowing):
@@ -22,10 +22,10 @@ the probe flowing):
   r1 frozen together (SIGSTOP) for ``--cut-s`` (default 20 s), then SIGCONT (why SIGSTOP and
   not SIGKILL: :mod:`pricing_ha.local.demo_faults`). Zombie records: r1's prices a reader sees
   after another relay's first price on a partition following the cut, before r1's own
-  takeover marker (:func:`_takeover_checks.zombie_records`); they must be 0.
+  takeover marker (:func:`bench.relay_failover.checks.zombie_records`); they must be 0.
 
 Per round: the longest silence on ``prices`` (any instrument: the wait between two new seqs'
-*arrivals* at a ``read_committed`` reader, see :mod:`_broker_fault_rounds`) and on the probe
+*arrivals* at a ``read_committed`` reader, see :mod:`bench.broker.fault_rounds`) and on the probe
 (any key), both over the same window, from the fault until the cluster is whole again. Per
 cluster, once the feed has stopped: ``prices`` against the feed's acknowledged quotes (lost,
 duplicates, out of order). Goals: the issue's (``goals`` in the JSON). Figures taken while other

@@ -18,7 +18,7 @@ broker on a host of its own).
 The reference is the feed's tick, 0.1 s: an instrument's prices are 0.1 s apart, so is a
 partition's burst of them, and the takeover benchmark's goal is two ticks.
 
-Run (alone on the machine): ``.venv/bin/python bench/broker_load.py [--window 45]``
+Run (alone on the machine): ``.venv/bin/python -m bench.broker [--window 45]``
 """
 
 from __future__ import annotations

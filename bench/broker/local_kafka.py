@@ -7,7 +7,7 @@ CPU (``/proc/<pid>/stat``) is read over ``--window`` seconds with no client conn
 resident memory at the end. ``--repeat`` starts per size give the start-up spread. The
 one-node cluster is the reference for the three-node one (same run, same machine).
 
-Run alone: ``.venv/bin/python bench/local_kafka.py`` (writes bench/results/local_kafka.json).
+Run alone: ``.venv/bin/python -m bench.broker.local_kafka`` (writes bench/results/local_kafka.json).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""One candidate of a leader election, for ``bench/election_peers.py``: NELI, ZooKeeper or etcd.
+"""One candidate of a leader election, for ``bench/election/peers.py``: NELI, ZooKeeper or etcd.
 
-``python bench/_election_member.py {neli,zookeeper,etcd} --out FILE --name NAME [options]``
+``python -m bench.election.member {neli,zookeeper,etcd} --out FILE --name NAME [options]``
 campaigns in one election and appends JSON lines to ``FILE``, each with ``t_ns``
 (``time.time_ns()``, comparable across the processes of one machine):
 
@@ -87,7 +87,7 @@ def run_neli(args: argparse.Namespace, rec: Recorder) -> None:
 
 def run_zookeeper(args: argparse.Namespace, rec: Recorder) -> None:
     """A kazoo ``Election`` candidate; ``--session-ms`` is the session timeout asked for."""
-    # kazoo and etcd3 live only in the peers' venv (see _election_servers.PEERS_PIP).
+    # kazoo and etcd3 live only in the peers' venv (see bench.election.servers.PEERS_PIP).
     from kazoo.client import KazooClient, KazooState  # type: ignore[import-not-found]
     from kazoo.exceptions import KazooException  # type: ignore[import-not-found]
 

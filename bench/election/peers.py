@@ -26,7 +26,7 @@ etcd       server defaults, lease TTL 60 s (the     lease TTL 1 s, which a serve
 ========== ======================================== ==============================================
 
 **Takeover.** Every candidate appends ``{"k": "lead", "t_ns": time.time_ns()}`` the moment it
-believes it leads (``bench/_election_member.py`` says what that means for each peer). A round
+believes it leads (``bench/election/member.py`` says what that means for each peer). A round
 SIGKILLs the leader and measures, from ``time.time_ns()`` just before the kill, the time until
 a survivor's first ``lead`` record; a replacement is then started and the election left to
 settle (for NELI, the rebalance its joining causes). ``--rounds`` rounds per case;
@@ -53,7 +53,7 @@ Python clients, not in the project's lock (python-etcd3's generated code needs p
     V=.venv-bench-peers; .venv/bin/python -m venv $V && $V/bin/pip install kazoo etcd3 'protobuf<4'
 
 Run (the first time with ``--install``; about 14 minutes at the defaults):
-``.venv/bin/python bench/election_peers.py [--install] [--rounds 5] [--long-rounds 3]
+``.venv/bin/python -m bench.election [--install] [--rounds 5] [--long-rounds 3]
 [--idle-s 10] [--peers neli,zookeeper,etcd] [--settings default,min] [--out PATH]``
 """
 

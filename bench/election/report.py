@@ -1,4 +1,4 @@
-"""The report of ``bench/election_peers.py``: ratios against NELI, the README table and the
+"""The report of ``bench/election/peers.py``: ratios against NELI, the README table and the
 console table, from the cases' results (pure functions of the results JSON)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The servers of ``bench/election_peers.py``: prerequisites, ZooKeeper, etcd and Apache Kafka.
+"""The servers of ``bench/election/peers.py``: prerequisites, ZooKeeper, etcd and Apache Kafka.
 
 Each server is a child process started here on free 127.0.0.1 ports with its data in the case's
 temporary directory, and stopped by PID when its ``with`` block ends (its :class:`ProcessGroup`

@@ -4,7 +4,7 @@ Measures, per call: ``LeadershipTracker.leads`` (the decision itself), ``Neli.le
 and ``Neli.is_leader(role)`` (which adds the lock, the clocks and murmur2 of the role) on a
 running member of a real (local Apache Kafka) broker, for each variant and mode.
 
-Run: ``.venv/bin/python bench/neli_is_leader.py``
+Run: ``.venv/bin/python -m bench.neli.is_leader``
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Apache Kafka; repeatedly SIGKILL the member leading the most partitions, measure
 its partitions the time from the kill to the first instant a survivor leads it (from the
 survivors' own records), then start a replacement. Prints and writes min/median/max.
 
-Run: ``.venv/bin/python bench/neli_takeover.py [--rounds 10] [--session-ms 3000]``
+Run: ``.venv/bin/python -m bench.neli [--rounds 10] [--session-ms 3000]``
 """
 
 from __future__ import annotations

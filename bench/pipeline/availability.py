@@ -12,7 +12,7 @@ session exists (``session_s`` is reported apart); both engines read the Parquet,
 values and compute per instrument the delivery counts, out-of-order seqs, the longest silence,
 latency p50/p99/max and the raw copies dropped.
 
-Run: ``.venv/bin/python bench/pipeline_availability.py`` (1M and 10M rows, ``local[2]``).
+Run: ``.venv/bin/python -m bench.pipeline.availability`` (1M and 10M rows, ``local[2]``).
 A run with fewer than 1M rows is a smoke run: its JSON goes to a temporary file, never to
 bench/results.
 """

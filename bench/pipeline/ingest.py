@@ -18,7 +18,7 @@ The question answered: does ingest keep up with the service? Each deduplicated p
 records on those topics, so ingest must land 4 times the service's highest sustained price rate
 (``--service-prices-per-s``; the README's figure) per second.
 
-Run: ``.venv/bin/python bench/pipeline_ingest.py`` (1M records). Fewer than 1M is a smoke run:
+Run: ``.venv/bin/python -m bench.pipeline`` (1M records). Fewer than 1M is a smoke run:
 its JSON goes to a temporary file, never to bench/results.
 """
 

@@ -1,19 +1,20 @@
-"""One case of ``bench/price_path.py``: the product's price path or its reference, run once.
+"""One case of ``bench/price_path/line_rate.py``: the product's price path or its reference, run
+once.
 
 A case starts a fresh path (its own topics and processes) on the shared broker, feeds it with
 ``pricing-ha feed`` and measures it; the caller deletes the topics afterwards
 (:func:`drop_topics`), once it has judged the output.
 
-* ``product``: :func:`_pipeline.start_pipeline` (publishers ``p1/a`` and ``p2/a``, relays
+* ``product``: :func:`bench.common.cluster.start_pipeline` (publishers ``p1/a`` and ``p2/a``, relays
   ``r1`` and ``r2``, on ``md.quotes`` -> ``prices.raw`` -> ``prices``);
 * ``reference``: topics ``ref.quotes.<uid>``, ``ref.raw.<uid>``, ``ref.prices.<uid>`` with
-  the product's partition count, two ``_forwarder.py publish`` processes (``p1``, ``p2``) and
-  one ``_forwarder.py relay --keep p1``. The feed is the same command, pointed at
+  the product's partition count, two ``forwarder publish`` processes (``p1``, ``p2``) and
+  one ``forwarder relay --keep p1``. The feed is the same command, pointed at
   ``ref.quotes.<uid>`` with ``PRICING_HA__TOPICS__QUOTES``.
 
-Measurements: records counted by consuming the topics (:class:`_pipeline.TopicCounter`),
-CPU and memory of every process from ``/proc`` (:class:`_procstat.ProcSampler`), latency with
-``_latency_probe.py`` (the same probe for both paths).
+Measurements: records counted by consuming the topics (:class:`bench.common.cluster.TopicCounter`),
+CPU and memory of every process from ``/proc`` (:class:`bench.common.procstat.ProcSampler`), latency
+with ``bench.price_path.latency_probe`` (the same probe for both paths).
 """
 
 from __future__ import annotations

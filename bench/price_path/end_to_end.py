@@ -1,11 +1,11 @@
 """End to end on one machine: throughput of deduplicated prices, and feed->subscriber latency.
 
-Every case is a fresh pipeline (:func:`_pipeline.start_pipeline`) on one local Apache Kafka:
-publishing groups ``p1`` and ``p2`` (``--members`` each, default 1: the machine has 2 cores),
+Every case is a fresh pipeline (:func:`bench.common.cluster.start_pipeline`) on one local Apache
+Kafka: publishing groups ``p1`` and ``p2`` (``--members`` each, default 1: the machine has 2 cores),
 relays ``r1`` and ``r2`` and, once every group leads every partition and the relays have taken
 theirs (rebuilt from ``prices``), the synthetic feed (``pricing-ha feed``, 100 instruments).
-Everything (broker, feed, members, relays, subscriber, probes and this script) shares the
-machine's cores.
+Everything (broker, feed, members, relays, subscriber, probes and this script) shares the machine's
+cores.
 
 Throughput (records on ``prices`` are counted by consuming it; broker watermarks are not used):
 
@@ -22,14 +22,15 @@ Throughput (records on ``prices`` are counted by consuming it; broker watermarks
 
 Latency, per total rate (100 instruments x 10 Hz and x 50 Hz): the feed runs at that rate; a
 ``pricing-ha subscribe`` of ``prices`` (relay mode) and, side by side in the same window (the
-machine is shared, so load varies over time), one of ``prices.raw`` (``--direct``: the
-subscriber arbitrates both groups' copies) each run ``--measure-s``; their summaries give
-``source_to_receive`` (the quote's ``source_time_ns``, stamped by the feed, to the subscriber's
-receive time) and ``publish_to_receive`` percentiles. In the same window a reference probe
-(``_hop_probe.py``) measures one broker hop at the same rate on a topic of its own: a producer
-stamping the time into the value and a consumer with ``fetch.wait.max.ms=10``.
+machine is shared, so load varies over time), one of ``prices.raw`` (``--direct``: the subscriber
+arbitrates both groups' copies) each run ``--measure-s``; their summaries give ``source_to_receive``
+(the quote's ``source_time_ns``, stamped by the feed, to the subscriber's receive time) and
+``publish_to_receive`` percentiles. In the same window a reference probe
+(``bench.price_path.hop_probe``) measures one broker hop at the same rate on a topic of its own: a
+producer stamping the time into the value and a consumer with ``fetch.wait.max.ms=10``.
 
-Run: ``.venv/bin/python bench/end_to_end.py [--members 1] [--count 100000] [--ladder 0.6,0.9,1.2]``
+Run: ``.venv/bin/python -m bench.price_path.end_to_end [--members 1] [--count 100000] [--ladder
+0.6,0.9,1.2]``
 """
 
 from __future__ import annotations

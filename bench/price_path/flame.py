@@ -1,16 +1,16 @@
 """Flame graphs of the price path under load: a publisher and a relay, sampled by py-spy.
 
-One pipeline (:func:`_pipeline.start_pipeline`: P1 and P2 with one member each, relays r1 and
-r2) on a local Apache Kafka; the synthetic feed runs paced at ``--rate`` prices/s (100
-instruments) and, after ``--warm-s``, ``py-spy record`` samples publisher ``p1/a`` and every
-relay for ``--seconds`` (on-CPU samples only: idle waits are left out, so the width of a frame
-is the share of CPU time spent in it). The SVGs go to ``bench/results/flame-LABEL-ROLE.svg``
-and a short JSON of the run (rate, CPU seconds per process over the sampled window, prices
-delivered) to ``bench/results/flame-LABEL.json``.
+One pipeline (:func:`bench.common.cluster.start_pipeline`: P1 and P2 with one member each, relays r1
+and r2) on a local Apache Kafka; the synthetic feed runs paced at ``--rate`` prices/s (100
+instruments) and, after ``--warm-s``, ``py-spy record`` samples publisher ``p1/a`` and every relay
+for ``--seconds`` (on-CPU samples only: idle waits are left out, so the width of a frame is the
+share of CPU time spent in it). The SVGs go to ``bench/results/flame-LABEL-ROLE.svg`` and a short
+JSON of the run (rate, CPU seconds per process over the sampled window, prices delivered) to
+``bench/results/flame-LABEL.json``.
 
 py-spy is not a dependency of the project: ``.venv/bin/pip install py-spy`` first.
 
-Run: ``.venv/bin/python bench/profile_price_path.py --label before [--rate 5000]``
+Run: ``.venv/bin/python -m bench.price_path.flame --label before [--rate 5000]``
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A trivial forwarder, one OS process: the reference price path of ``bench/price_path.py``.
+"""A trivial forwarder, one OS process: the reference price path of
+``bench/price_path/line_rate.py``.
 
 It has the product's shape minus the product's work: the same fetch loop as the partition
 worker (:mod:`pricing_ha.member.worker`: ``poll(FIRST_WAIT_S)`` for one record, then
@@ -30,8 +31,8 @@ Loop shapes:
 
 On SIGTERM it finishes the batch, flushes, commits and prints one JSON line of counts.
 
-Run: ``python bench/_forwarder.py publish|relay BOOTSTRAP IN OUT PARTITIONS (--name G | --keep G)
-[--pipelined]``.
+Run: ``python -m bench.price_path.forwarder publish|relay BOOTSTRAP IN OUT PARTITIONS (--name G |
+--keep G) [--pipelined]``.
 """
 
 from __future__ import annotations

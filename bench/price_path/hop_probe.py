@@ -1,12 +1,13 @@
 """Single-hop broker latency, the reference for the end-to-end figures (run as a process).
 
-``produce``: a paced producer stamping ``time.time_ns()`` into each value right before
-``produce()`` (absolute schedule, like the feed). ``consume``: a :class:`_common.TopicTail`
-(``fetch.wait.max.ms=10``, like the subscriber and the relay) from the end of the topic, taking
-the receive time after each fetch; it writes n / p50 / p99 / max (ms) as JSON.
+``produce``: a paced producer stamping ``time.time_ns()`` into each value right before ``produce()``
+(absolute schedule, like the feed). ``consume``: a :class:`pricing_ha.local.tails.TopicTail`
+(``fetch.wait.max.ms=10``, like the subscriber and the relay) from the end of the topic, taking the
+receive time after each fetch; it writes n / p50 / p99 / max (ms) as JSON.
 
-Run: ``python bench/_hop_probe.py produce BOOTSTRAP TOPIC RATE DURATION_S [LINGER_MS]`` and
-``python bench/_hop_probe.py consume BOOTSTRAP TOPIC PARTITIONS MAX_S OUT_JSON [SKIP_S]``.
+Run: ``python -m bench.price_path.hop_probe produce BOOTSTRAP TOPIC RATE DURATION_S [LINGER_MS]``
+and ``python -m bench.price_path.hop_probe consume BOOTSTRAP TOPIC PARTITIONS MAX_S OUT_JSON
+[SKIP_S]``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ after, and how many instruments ended up with state.
   (:class:`pricing_ha.publishing.quotes.SequenceGuard`) and its metrics tally, one quote per
   new name, bounded and unbounded.
 
-Run: ``.venv/bin/python bench/instrument_flood.py`` (about a minute).
+Run: ``.venv/bin/python -m bench.price_path.instrument_flood`` (about a minute).
 """
 
 from __future__ import annotations

@@ -1,18 +1,20 @@
-"""Source-to-subscriber latency of an output topic, one OS process (for ``bench/price_path.py``).
+"""Source-to-subscriber latency of an output topic, one OS process (for
+``bench/price_path/line_rate.py``).
 
-The same probe reads the product's ``prices`` and the reference's output, so the two figures
-are comparable: a :class:`_common.TopicTail` (``fetch.wait.max.ms=10``, like the subscriber and
-the relay; control records skipped) from the end of every partition, taking the wall-clock
-receive time after each fetch, as ``_hop_probe.py`` does. Each record's value is JSON with the
-``source_time_ns`` the feed stamped into the quote (quotes and prices both carry it); the
-latency is receive time minus source time.
+The same probe reads the product's ``prices`` and the reference's output, so the two figures are
+comparable: a :class:`pricing_ha.local.tails.TopicTail` (``fetch.wait.max.ms=10``, like the
+subscriber and the relay; control records skipped) from the end of every partition, taking the
+wall-clock receive time after each fetch, as ``bench.price_path.hop_probe`` does. Each record's
+value is JSON with the ``source_time_ns`` the feed stamped into the quote (quotes and prices both
+carry it); the latency is receive time minus source time.
 
 Records received in the first ``SKIP_S`` (the tail's start) are left out; the next
 ``MEASURE_S`` are kept. It writes n / p50 / p99 / max (ms) as JSON, with the window in
 ``time.monotonic()`` (CLOCK_MONOTONIC, the same clock in every process on the machine) so the
 caller can line it up with its own samples.
 
-Run: ``python bench/_latency_probe.py BOOTSTRAP TOPIC PARTITIONS MEASURE_S OUT_JSON [SKIP_S]``.
+Run: ``python -m bench.price_path.latency_probe BOOTSTRAP TOPIC PARTITIONS MEASURE_S OUT_JSON
+[SKIP_S]``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,29 @@
 """The price path against a same-shape reference of trivial forwarders, in the same run.
 
 Product: feed -> ``md.quotes`` -> publishing groups ``p1`` and ``p2`` (one member each) ->
-``prices.raw`` -> relays ``r1``, ``r2`` -> ``prices`` (:func:`_pipeline.start_pipeline`).
+``prices.raw`` -> relays ``r1``, ``r2`` -> ``prices`` (:func:`bench.common.cluster.start_pipeline`).
 Reference: the same feed -> ``ref.quotes.<uid>`` -> two forwarding "publishers" ->
 ``ref.raw.<uid>`` -> one forwarding "relay" (keeps group p1's copies) -> ``ref.prices.<uid>``
-(``bench/_forwarder.py``: the product's fetch loop, client settings and commits, minus its
+(``bench/price_path/forwarder.py``: the product's fetch loop, client settings and commits, minus its
 work). Both run on one local Apache Kafka, with the same partition count, each case on fresh
-topics and processes (:mod:`_price_cases`); cases alternate product, reference, product,
+topics and processes (:mod:`bench.price_path.cases`); cases alternate product, reference, product,
 reference (``--rounds``), so a drift of the machine's load does not favour one.
 
 Figures, for both:
 
 1. **sustained throughput**: a paced search. Each step feeds R quotes/s (``--instruments``
-   instruments x R / instruments Hz) for ``--step-s`` into a fresh path. A step is sustained if
-   the output grew by >= 95 % of what the feed sent in the steady window (3 s after the feed
-   started to its exit), was at most R / 2 records behind at the feed's exit, drained within
-   1 s, and the feed itself kept its pace (>= 95 % of R from the window's start to its last
-   quote's landing on the input topic: otherwise R was not offered). From ``--start-rate``
-   the rate is multiplied by 1.25 while steps hold, up to the first failure; if the very first
-   step fails, it is divided by 1.25 until one holds (``--max-steps`` steps in all). The output
-   of the highest sustained step is then checked: the product's ``prices`` exactly once
-   against the feed (:func:`_pipeline.exactly_once`), the reference's output as distinct
-   (key, value) pairs against the feed's count.
+   instruments x R / instruments Hz) for ``--step-s`` into a fresh path. A step is sustained if the
+   output grew by >= 95 % of what the feed sent in the steady window (3 s after the feed started to
+   its exit), was at most R / 2 records behind at the feed's exit, drained within 1 s, and the feed
+   itself kept its pace (>= 95 % of R from the window's start to its last quote's landing on the
+   input topic: otherwise R was not offered). From ``--start-rate`` the rate is multiplied by 1.25
+   while steps hold, up to the first failure; if the very first step fails, it is divided by 1.25
+   until one holds (``--max-steps`` steps in all). The output of the highest sustained step is then
+   checked: the product's ``prices`` exactly once against the feed
+   (:func:`pricing_ha.local.tails.exactly_once`), the reference's output as distinct (key, value)
+   pairs against the feed's count.
 2. **latency** at 100 instruments x ``--latency-hz`` (1,000/s and 5,000/s): source (the feed's
-   ``source_time_ns``) -> receive by ``_latency_probe.py`` on the output topic, over
+   ``source_time_ns``) -> receive by ``bench.price_path.latency_probe`` on the output topic, over
    ``--measure-s``; p50 / p99 / max.
 3. **CPU per price** of every process (publishers / forwarders, relays, broker, feed), from
    ``/proc/<pid>/stat`` over each case's steady window, divided by the prices delivered in it.
@@ -41,7 +41,7 @@ that ended on such a step says so (``limited_by_feed``).
 Headline (the first combination): ``sustained_prices_per_s``, the product's median highest
 sustained rate over the rounds, and ``ratio_to_reference``, that over the reference's.
 
-Run: ``.venv/bin/python bench/price_path.py [--rounds 2] [--step-s 30] [--start-rate 4000]
+Run: ``.venv/bin/python -m bench.price_path [--rounds 2] [--step-s 30] [--start-rate 4000]
 [--instruments 100[,10000,100000]] [--partitions 4[,32]] [--pipelined] [--smoke]``.
 """
 
@@ -302,7 +302,7 @@ def main() -> None:
         "setup": {
             "broker": "local Apache Kafka (LocalKafka), one node",
             "product": "p1/a, p2/a (pricing-ha run), relays r1, r2 (pricing-ha dedupe)",
-            "reference": "bench/_forwarder.py: publish p1, publish p2, relay --keep p1",
+            "reference": "bench/price_path/forwarder.py: publish p1, publish p2, relay --keep p1",
             "reference_loop": (
                 "publishers and relay pipelined"
                 if args.pipelined

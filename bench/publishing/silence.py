@@ -38,7 +38,7 @@ Broker, feed, members and the benchmark share this machine's cores, so CPU conte
 as silence too: the 1-minute load average at each fault (``load_average_1m_at_kill``, also for
 pauses) and the git commit are kept with the figures.
 
-Run: ``.venv/bin/python bench/publish_silence.py [--runs 5] [--session-ms 3000,6000,10000]
+Run: ``.venv/bin/python -m bench.publishing [--runs 5] [--session-ms 3000,6000,10000]
 [--scenarios crash,az,pause] [--pauses 1,3,6] [--observe-s SECONDS] [--out PATH]``
 """
 

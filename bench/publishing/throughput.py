@@ -15,7 +15,7 @@ The two-member group (``p1``) runs first, then a single member (``p2``) on the s
 group's first leader starts from the beginning of ``md.quotes``, so both price all N.
 Everything (broker, feed, members, the reader) shares this machine's cores.
 
-Run: ``.venv/bin/python bench/publish_throughput.py [--quotes 200000] [--instruments 100]``
+Run: ``.venv/bin/python -m bench.publishing.throughput [--quotes 200000] [--instruments 100]``
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ successor (so they are held and released) and 0.1% are lost from the first copy 
 the second, within the window). Time advances by 1 µs per offer; ``expire`` is called once per
 batch of 500 offers, as a consumer loop would. The stream is generated before timing.
 
-Run: ``.venv/bin/python bench/arbitration.py``
+Run: ``.venv/bin/python -m bench.relay_failover.arbitration``
 """
 
 from __future__ import annotations

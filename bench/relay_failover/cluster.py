@@ -1,11 +1,11 @@
 """One cluster of ``relay_takeover.py``: its broker, pipeline, fault-free windows and verdict.
 
-:func:`run_cluster` starts a local Apache Kafka of its own, writes the relays' ``[relay]``
-section into the cluster's configuration file, preloads ``prices`` (:func:`preload`), starts
-the pipeline and the feed, waits for the relays to settle, leaves a fault-free window (the
-baseline, and the steady costs in the first cluster), optionally a quiet window counting
-takeovers (:func:`quiet_window`), plays the rounds' faults (:class:`_takeover_rounds.Rounds`)
-and judges ``prices`` exactly once.
+:func:`run_cluster` starts a local Apache Kafka of its own, writes the relays' ``[relay]`` section
+into the cluster's configuration file, preloads ``prices`` (:func:`preload`), starts the pipeline
+and the feed, waits for the relays to settle, leaves a fault-free window (the baseline, and the
+steady costs in the first cluster), optionally a quiet window counting takeovers
+(:func:`quiet_window`), plays the rounds' faults (:class:`bench.relay_failover.rounds.Rounds`) and
+judges ``prices`` exactly once.
 """
 
 from __future__ import annotations

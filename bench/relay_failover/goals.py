@@ -24,7 +24,7 @@ QUIET_S = 600.0
 
 
 def p99(values: list[float]) -> float | None:
-    """The 99th percentile (nearest rank, as :func:`_takeover_rounds.pct`) of ``values``
+    """The 99th percentile (nearest rank, as :func:`bench.relay_failover.rounds.pct`) of ``values``
     (None: there are none)."""
     return pct(values).get("p99")
 

@@ -3,8 +3,8 @@
 Each round is :data:`FAULTS`: SIGKILL of the active relay, a replacement joining, SIGSTOP of
 the active relay for a while then SIGCONT, SIGTERM of the active relay, and another
 replacement joining. The cluster around them (broker, pipeline, feed, fault-free windows,
-verdict): :mod:`_takeover_cluster`. What it reads back and how it measures a silence:
-:mod:`_topic_gaps`; what it judges from that: :mod:`_takeover_checks`.
+verdict): :mod:`bench.relay_failover.cluster`. What it reads back and how it measures a silence:
+:mod:`bench.common.topic_gaps`; what it judges from that: :mod:`bench.relay_failover.checks`.
 """
 
 from __future__ import annotations
@@ -231,8 +231,8 @@ class Rounds:
 
     def zombies(self, row: dict[str, Any]) -> int:
         """The stopped relay's records visible after its successor's first, over the
-        partitions of a ``sigstop`` ``row`` (:func:`_takeover_checks.zombie_records`); also
-        kept per partition in the row."""
+        partitions of a ``sigstop`` ``row`` (:func:`bench.relay_failover.checks.zombie_records`);
+        also kept per partition in the row."""
         tail, victim = self.tail, row["victim"]
         row["zombie_records_per_partition"] = {
             p: zombie_records(list(tail.records[p]), list(tail.controls[p]), victim, row["at_ms"])

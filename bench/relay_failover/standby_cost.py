@@ -1,4 +1,4 @@
-"""The relay's standby cost (bench/relay_takeover.py): CPU of the relays, and of a process
+"""The relay's standby cost (bench/relay_failover/takeover.py): CPU of the relays, and of a process
 running only a standby tail over ``prices``, over the same steady window.
 
 Run as a script, this file is that process: it tails ``prices`` with

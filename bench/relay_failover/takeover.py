@@ -3,20 +3,19 @@ or is joined, whether a stalled relay's late writes become visible, and whether 
 cluster suffers takeovers nobody asked for.
 
 A cluster is a local Apache Kafka of its own, started for it, with one pipeline
-(:func:`_pipeline.start_pipeline`) on freshly created topics: publishing groups ``p1`` and
-``p2`` (``--members`` each, default 1: the machine has 2 cores), relays ``r1`` and ``r2``, and
-the synthetic feed (100 instruments x 10 Hz = 1,000 prices/s) running throughout. The relays
-read their timing from the ``[relay]`` section of the cluster's configuration file:
-``session_timeout_ms`` S from ``--session-timeout-ms`` (default 6,000: Amazon MSK's default
-minimum session), the standby detector's threshold D (``takeover_after_ms``) from
-``--takeover-after-ms`` (default: the relay's own), and T = 600 ms, e = 200 ms, pulse 150 ms
-(the relay's defaults, which keep T + e < S and pulse <= T / 4); all are in the JSON's
-``setup``. A thread follows ``prices``
-``read_committed`` (as subscribers read it) and keeps, per partition, every record's timestamp
-(set by the relay's producer) and ``relay`` header, and every control record's kind and writer.
-Each round, on a settled cluster (every partition led by exactly one live relay, which wrote
-its latest record, under 5 s old; held for 1.5 s), the *active* relay being the one that wrote
-the latest records of the most partitions:
+(:func:`bench.common.cluster.start_pipeline`) on freshly created topics: publishing groups ``p1``
+and ``p2`` (``--members`` each, default 1: the machine has 2 cores), relays ``r1`` and ``r2``, and
+the synthetic feed (100 instruments x 10 Hz = 1,000 prices/s) running throughout. The relays read
+their timing from the ``[relay]`` section of the cluster's configuration file:
+``session_timeout_ms`` S from ``--session-timeout-ms`` (default 6,000: Amazon MSK's default minimum
+session), the standby detector's threshold D (``takeover_after_ms``) from ``--takeover-after-ms``
+(default: the relay's own), and T = 600 ms, e = 200 ms, pulse 150 ms (the relay's defaults, which
+keep T + e < S and pulse <= T / 4); all are in the JSON's ``setup``. A thread follows ``prices``
+``read_committed`` (as subscribers read it) and keeps, per partition, every record's timestamp (set
+by the relay's producer) and ``relay`` header, and every control record's kind and writer. Each
+round, on a settled cluster (every partition led by exactly one live relay, which wrote its latest
+record, under 5 s old; held for 1.5 s), the *active* relay being the one that wrote the latest
+records of the most partitions:
 
 1. **kill**: SIGKILL the active relay; per partition it had, the silence is the longest gap
    between consecutive record timestamps that ends after the kill and no later than 1 s after
@@ -92,20 +91,20 @@ feed's, the publishers' and their broker hops' own gaps, and the machine's, whic
 hide. **Beyond input** is, per event, the most any partition's silence on ``prices`` exceeded
 its input silence: what the relay added.
 
-Exactly once: at the end of each cluster the feed stops and ``prices``, read
-``read_committed``, is judged against the feed (:func:`pricing_ha.local.judging.judge`:
-duplicates, reorderings, seqs missing) and counted from the topic alone
-(:func:`_pipeline.seq_defects`: duplicates, reorderings, gaps); every cluster must be clean.
+Exactly once: at the end of each cluster the feed stops and ``prices``, read ``read_committed``, is
+judged against the feed (:func:`pricing_ha.local.judging.judge`: duplicates, reorderings, seqs
+missing) and counted from the topic alone (:func:`pricing_ha.local.tails.seq_defects`: duplicates,
+reorderings, gaps); every cluster must be clean.
 
-Goals: the JSON's top-level ``goals`` (:mod:`_takeover_goals`) holds each goal of the relay's
-takeover against the figures of every retained value together: SIGKILL silence <= 0.6 s at
+Goals: the JSON's top-level ``goals`` (:mod:`bench.relay_failover.goals`) holds each goal of the
+relay's takeover against the figures of every retained value together: SIGKILL silence <= 0.6 s at
 p99; SIGSTOP silence <= 0.6 s at p99 and no zombie record; SIGTERM and join <= 2 ticks at the
-maximum; no wrong suspicion in the quiet window; every cluster exactly once. With the machine,
-the load average and the commit, and whether the run was the one the goals describe (10
-rounds, 0 and 1,000,000 retained, S = 6,000 ms, 1,000 prices/s, a 600 s quiet window).
+maximum; no wrong suspicion in the quiet window; every cluster exactly once. With the machine, the
+load average and the commit, and whether the run was the one the goals describe (10 rounds, 0 and
+1,000,000 retained, S = 6,000 ms, 1,000 prices/s, a 600 s quiet window).
 
 Run (alone on the machine):
-``.venv/bin/python bench/relay_takeover.py [--rounds 10] [--quiet-s 600]``
+``.venv/bin/python -m bench.relay_failover [--rounds 10] [--quiet-s 600]``
 """
 
 from __future__ import annotations

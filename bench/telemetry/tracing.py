@@ -25,7 +25,7 @@ pipeline is an order of magnitude slower, so it is fed N / 10 quotes (its rate i
 over thousands of prices) to keep the whole benchmark within a few minutes. Ratios to
 sampling 0 are printed and written with the figures to bench/results/tracing_overhead.json.
 
-Run: ``.venv/bin/python bench/tracing_overhead.py [--quotes 40000] [--instruments 50]
+Run: ``.venv/bin/python -m bench.telemetry [--quotes 40000] [--instruments 50]
 [--rounds 3]``
 """
 

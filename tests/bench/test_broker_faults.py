@@ -1,4 +1,5 @@
-"""broker_faults.py: the silence it measures on arrivals, and its goals block."""
+"""The broker-fault benchmark (bench.broker.faults): the silence it measures on arrivals, and its
+goals block."""
 
 from __future__ import annotations
 

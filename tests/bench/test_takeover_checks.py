@@ -1,4 +1,5 @@
-"""What relay_takeover.py judges from prices: zombie records, takeovers, seq defects, config."""
+"""What the relay takeover benchmark judges from prices: zombie records, takeovers, seq defects,
+config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The goals block of relay_takeover.py: each goal's figure, and met only when measured within."""
+"""The goals block of bench.relay_failover.takeover: each goal's figure, and met only when measured
+within."""
 
 from __future__ import annotations
 

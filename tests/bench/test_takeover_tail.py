@@ -1,4 +1,5 @@
-"""relay_takeover.py's reader of prices on a real broker: what it keeps and what it judges."""
+"""The relay takeover benchmark's reader of prices on a real broker: what it keeps and what it
+judges."""
 
 from __future__ import annotations
 
