@@ -216,17 +216,8 @@ def measured_child(argv: list[str], what: str) -> dict[str, Any]:
 
 def child(engine: str, data: Path, master: str) -> dict[str, Any]:
     """Run one engine in a fresh interpreter; its figures plus its peak memory."""
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.pipeline.availability",
-        "--child",
-        engine,
-        "--data",
-        str(data),
-        "--master",
-        master,
-    ]
+    argv = [sys.executable, "-m", "bench.pipeline.availability", "--child", engine]
+    argv += ["--data", str(data), "--master", master]
     return measured_child(argv, f"{engine} run")
 
 

@@ -160,17 +160,8 @@ def run_spark(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
 
 def spark_child(bootstrap: str, master: str, out: Path) -> dict[str, Any]:
     """:func:`run_spark` in a fresh interpreter; its figures plus its peak memory."""
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.pipeline.ingest",
-        "--child",
-        bootstrap,
-        "--master",
-        master,
-        "--out",
-        str(out),
-    ]
+    argv = [sys.executable, "-m", "bench.pipeline.ingest", "--child", bootstrap]
+    argv += ["--master", master, "--out", str(out)]
     return measured_child(argv, "spark ingest")
 
 

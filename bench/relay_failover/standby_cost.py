@@ -38,16 +38,9 @@ def steady_costs(
 
     ``window_ms`` is that window on the wall clock (epoch ms), to line it up with records.
     """
+    argv = [sys.executable, "-m", "bench.relay_failover.standby_cost", bootstrap, topic]
     probe = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.relay_failover.standby_cost",
-            bootstrap,
-            topic,
-            str(partitions),
-            str(STEADY_S),
-        ],
+        [*argv, str(partitions), str(STEADY_S)],
         stdout=subprocess.PIPE,
         text=True,
     )
