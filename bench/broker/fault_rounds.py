@@ -1,4 +1,4 @@
-"""What ``broker_faults.py`` measures on one three-node cluster: the tails, the probe, the faults.
+"""What the broker-fault benchmark measures on a three-node cluster: tails, probe, faults.
 
 * :class:`PricesArrivals` follows ``prices`` ``read_committed`` (as subscribers read it) and
   keeps, per instrument, when each new seq *arrived* at this reader (monotonic), and per

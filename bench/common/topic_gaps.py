@@ -1,4 +1,4 @@
-"""What ``relay_takeover.py`` reads back, and how it measures a silence.
+"""What the relay takeover benchmark reads back, and how it measures a silence.
 
 :class:`PricesTail` follows ``prices`` throughout (``read_committed``, as subscribers read
 it): every record's producer timestamp and ``relay`` header, how long each took to reach this

@@ -46,23 +46,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 from confluent_kafka import Message
 
 from bench.common.report import RESULTS, code_version, foreign_processes, write
+from bench.publishing.silence_judging import (
+    first_publications,
+    gaps_between,
+    judge_run,
+    resume_figures,
+    worst_per_instrument,
+)
 from bench.publishing.silence_report import figures, run_line, table
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import (
     SESSION_MS,  # PricingCluster's default S
     PricingCluster,
-    Record,
     by_group,
     missing,
 )
@@ -77,7 +81,6 @@ TICK_S = 1 / RATE_HZ
 SCENARIOS = {"crash": "member", "az": "group", "pause": "pause"}
 PAUSES_S = (1.0, 3.0, 6.0)
 VICTIMS = {"member": ["p1-a"], "group": ["p2-a", "p2-b"]}
-_Pairs = dict[tuple[str, int], int]  # (instrument, seq) -> ns
 
 
 class Tail:
@@ -104,38 +107,6 @@ class Tail:
     def close(self) -> None:
         """Stop following."""
         self._tail.close()
-
-
-def _first(records: list[Record], group: str | None = None) -> _Pairs:
-    """The first publication time of each (instrument, seq), of ``group`` or of the union."""
-    out: _Pairs = {}
-    for r in records:
-        if r.key is None or (group is not None and r.headers.get("group") != group):
-            continue
-        k = (r.key.decode(), int(r.headers["seq"]))
-        ns = int(r.headers["publish_ns"])
-        out[k] = min(out.get(k, ns), ns)
-    return out
-
-
-def _gaps(first: _Pairs, lo_ns: float, hi_ns: float) -> dict[tuple[str, int], float]:
-    """(instrument, seq) -> seconds until seq + 1's first publication, for pairs in a window.
-
-    A pair counts when seq + 1 was first published in ``[lo_ns, hi_ns]``.
-    """
-    out: dict[tuple[str, int], float] = {}
-    for (instrument, seq), ns in first.items():
-        nxt = first.get((instrument, seq + 1))
-        if nxt is not None and lo_ns <= nxt <= hi_ns:
-            out[(instrument, seq)] = (nxt - ns) / 1e9
-    return out
-
-
-def _worst_per_instrument(gaps: dict[tuple[str, int], float]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for (instrument, _), g in gaps.items():
-        out[instrument] = max(out.get(instrument, 0.0), g)
-    return out
 
 
 def _wait_settled(cluster: PricingCluster, tail: Tail, started: float) -> int:
@@ -223,102 +194,20 @@ def run_once(
             print(f"  {exc}", flush=True)
         raw = c.read("raw")
         quotes = c.read("quotes")
-    out = _judge(raw, quotes, expected, (settled_ns, fault_ns, stop_ns))
+    out = judge_run(raw, quotes, expected, (settled_ns, fault_ns, stop_ns))
     if scenario == "member":
         lo, hi = fault_ns - 1e9, stop_ns + 5e9
-        own = _worst_per_instrument(_gaps(_first(raw, c.group("p1")), lo, hi))
+        own = worst_per_instrument(gaps_between(first_publications(raw, c.group("p1")), lo, hi))
         out["p1_own_worst_silence_s"] = round(max(own.values()), 4) if own else None
         out["p1_missing"] = len(missing(set(by_group(raw, c.group("p1"))), expected))
     if scenario == "pause":
         pause = (resume_ns - fault_ns) / 1e9
         out["pause_s"] = round(pause, 4)
         out["worst_silence_minus_pause_s"] = round(out["worst_silence_s"] - pause, 4)
-        out.update(_resume_figures(raw, list(expected), resume_ns, {g: c.group(g) for g in groups}))
+        out.update(resume_figures(raw, list(expected), resume_ns, {g: c.group(g) for g in groups}))
     out["load_average_1m_at_kill"] = round(load_at_fault, 2)
     out["workdir"] = str(workdir)
     return out
-
-
-def _resume_delays(
-    first: _Pairs, instruments: list[str], resume_ns: int
-) -> dict[str, float | None]:
-    """Instrument -> seconds from ``resume_ns`` to its first seq first published after it.
-
-    ``first`` holds first publications, so a seq already published before ``resume_ns`` (e.g.
-    from quotes fetched before the pause) does not count; None: nothing new after ``resume_ns``.
-    """
-    after: dict[str, int] = {}
-    for (instrument, _), ns in first.items():
-        if ns >= resume_ns and ns < after.get(instrument, 2**63):
-            after[instrument] = ns
-    return {i: round((after[i] - resume_ns) / 1e9, 4) if i in after else None for i in instruments}
-
-
-def _resume_figures(
-    raw: list[Record], instruments: list[str], resume_ns: int, groups: dict[str, str]
-) -> dict[str, Any]:
-    """Resume delay on the union (worst and median instrument) and in each group alone."""
-    union = _resume_delays(_first(raw), instruments, resume_ns)
-    known = {i: d for i, d in union.items() if d is not None}
-    per_group: dict[str, float | None] = {}  # worst instrument; None if one had nothing new
-    for name, group in groups.items():
-        own = _resume_delays(_first(raw, group), instruments, resume_ns)
-        got = [d for d in own.values() if d is not None]
-        per_group[name] = max(got) if got and len(got) == len(own) else None
-    silent = sorted(i for i, d in union.items() if d is None)
-    return {
-        # Worst instrument; None if an instrument published nothing new after the SIGCONT.
-        "resume_delay_s": max(known.values()) if known and not silent else None,
-        "resume_delay_instrument": max(known, key=lambda i: known[i]) if known else None,
-        "resume_delay_median_instrument_s": (
-            round(statistics.median(known.values()), 4) if known else None
-        ),
-        "instruments_silent_after_resume": silent,
-        "resume_delay_by_group_s": per_group,
-    }
-
-
-def _judge(
-    raw: list[Record],
-    quotes: list[Record],
-    expected: dict[str, int],
-    times: tuple[int, int, int],
-) -> dict[str, Any]:
-    """The figures of one run, from the data (``times``: settled, fault and feed stop, ns)."""
-    settled_ns, kill_ns, stop_ns = times
-    union = _first(raw)
-    gone = missing(set(union), expected)
-    source: _Pairs = {}  # (instrument, seq) -> when the feed sent it
-    for r in quotes:
-        q = orjson.loads(r.value or b"{}")
-        source[(q["instrument"], int(q["seq"]))] = int(q["source_time_ns"])
-    lo, hi = kill_ns - 1e9, stop_ns + 5e9
-    union_gaps = _gaps(union, lo, hi)
-    worst_inst = _worst_per_instrument(union_gaps)
-    feed_gaps = {
-        k: (source[(k[0], k[1] + 1)] - source[k]) / 1e9
-        for k in union_gaps
-        if k in source and (k[0], k[1] + 1) in source
-    }
-    excess = max(union_gaps[k] - feed_gaps[k] for k in feed_gaps)
-    latency = max(
-        (union[(i, s + 1)] - source[(i, s + 1)]) / 1e9
-        for (i, s) in union_gaps
-        if (i, s + 1) in source
-    )
-    base = _worst_per_instrument(_gaps(union, settled_ns, kill_ns - 1e9))
-    return {
-        "worst_silence_s": round(max(worst_inst.values()), 4),
-        "worst_instrument": max(worst_inst, key=lambda i: worst_inst[i]),
-        "feed_worst_gap_s": round(max(feed_gaps.values()), 4),
-        "worst_excess_over_feed_s": round(excess, 4),
-        "worst_latency_s": round(latency, 4),
-        "baseline_worst_silence_s": round(max(base.values()), 4) if base else None,
-        "seq_pairs_judged": len(union_gaps),
-        "feed_quotes": sum(expected.values()),
-        "missing_from_union": len(gone),
-        "missing_examples": gone[:5],
-    }
 
 
 def _floats(text: str) -> list[float]:

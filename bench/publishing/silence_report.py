@@ -1,4 +1,4 @@
-"""Reporting for ``publish_silence.py``: per-scenario figures, one line per run, the table."""
+"""The publish-silence benchmark's report: per-scenario figures, one line per run, the table."""
 
 from __future__ import annotations
 

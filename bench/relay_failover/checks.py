@@ -1,4 +1,4 @@
-"""What ``relay_takeover.py`` judges from ``prices`` as read back ``read_committed``.
+"""What the relay takeover benchmark judges from ``prices`` as read back ``read_committed``.
 
 Pure functions of what its readers kept, so that each rule can be tested on its own:
 

@@ -1,4 +1,4 @@
-"""One cluster of ``relay_takeover.py``: its broker, pipeline, fault-free windows and verdict.
+"""One cluster of the relay takeover benchmark: its broker, pipeline, fault-free windows, verdict.
 
 :func:`run_cluster` starts a local Apache Kafka of its own, writes the relays' ``[relay]`` section
 into the cluster's configuration file, preloads ``prices`` (:func:`preload`), starts the pipeline

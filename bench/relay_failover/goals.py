@@ -1,4 +1,4 @@
-"""The goals of ``relay_takeover.py``, held against what it measured (the JSON's ``goals``).
+"""The goals of the relay takeover benchmark, held against what it measured (the JSON's ``goals``).
 
 Each goal gets its bound, the measured figure, how many events it rests on, and whether it
 was met (False when nothing was measured: a goal is not met by default). Whether the run

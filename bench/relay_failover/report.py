@@ -1,4 +1,4 @@
-"""The figures of one retained value of ``relay_takeover.py``, from its clusters' runs.
+"""The figures of one retained value of the relay takeover benchmark, from its clusters' runs.
 
 :func:`summarise` turns the clusters' events into distributions: silences per fault (per
 affected partition, and the worst partition per event), the relay's input's own silences and

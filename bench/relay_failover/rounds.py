@@ -1,4 +1,4 @@
-"""The faults of ``relay_takeover.py``'s rounds, on one running cluster (:class:`Rounds`).
+"""The faults of the relay takeover benchmark's rounds, on one running cluster (:class:`Rounds`).
 
 Each round is :data:`FAULTS`: SIGKILL of the active relay, a replacement joining, SIGSTOP of
 the active relay for a while then SIGCONT, SIGTERM of the active relay, and another
