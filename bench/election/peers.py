@@ -62,10 +62,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -80,7 +77,14 @@ from confluent_kafka.cimpl import NewTopic
 
 from bench.common.report import RESULTS, code_version, write
 from bench.election.idle_cost import idle_cost
-from bench.election.report import markdown, ratios, table
+from bench.election.report import (
+    believes_it_leads,
+    markdown,
+    ratios,
+    records,
+    table,
+    takeover_summary,
+)
 from bench.election.servers import (
     PEERS_PYTHON,
     Server,
@@ -168,45 +172,6 @@ def all_cases(settings: list[str], peers: list[str]) -> list[Case]:
             cases.append(Case("etcd", "concurrency.Election", setting, params, ttl + 1, ttl / 3))
     order = {"neli": 0, "zookeeper": 1, "etcd": 2}
     return sorted(cases, key=lambda c: (order[c.peer], c.setting != "default"))
-
-
-# --- records and figures ------------------------------------------------------------------------
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    """A candidate's records (a torn last line from a SIGKILL is ignored)."""
-    out = []
-    with contextlib.suppress(FileNotFoundError):
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
-    return out
-
-
-def believes_it_leads(recs: list[dict[str, Any]]) -> bool:
-    """Whether the candidate's latest lead/lost record is a lead."""
-    states = [r["k"] for r in recs if r["k"] in ("lead", "lost")]
-    return bool(states) and states[-1] == "lead"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (with five values, p99 is the largest)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def takeover_summary(values: list[float]) -> dict[str, Any]:
-    """n, p50, p99, max, min and mean of the takeover times (seconds)."""
-    if not values:
-        return {"n": 0}
-    return {
-        "n": len(values),
-        "p50": round(percentile(values, 0.5), 3),
-        "p99": round(percentile(values, 0.99), 3),
-        "max": round(max(values), 3),
-        "min": round(min(values), 3),
-        "mean": round(statistics.fmean(values), 3),
-    }
 
 
 # --- one case -----------------------------------------------------------------------------------

@@ -1,13 +1,54 @@
-"""The report of ``bench/election/peers.py``: ratios against NELI, the README table and the
-console table, from the cases' results (pure functions of the results JSON)."""
+"""The figures of ``bench/election/peers.py``: each candidate's records and takeover summary,
+then ratios against NELI, the README table and the console table (pure functions of the results
+JSON)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 import statistics
+from pathlib import Path
 from typing import Any
 
 #: The NELI cases every other case is compared with, at the same setting.
 REFERENCES = ("full/non-exclusive", "fast/exclusive")
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    """A candidate's records (a torn last line from a SIGKILL is ignored)."""
+    out = []
+    with contextlib.suppress(FileNotFoundError):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+    return out
+
+
+def believes_it_leads(recs: list[dict[str, Any]]) -> bool:
+    """Whether the candidate's latest lead/lost record is a lead."""
+    states = [r["k"] for r in recs if r["k"] in ("lead", "lost")]
+    return bool(states) and states[-1] == "lead"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (with five values, p99 is the largest)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def takeover_summary(values: list[float]) -> dict[str, Any]:
+    """n, p50, p99, max, min and mean of the takeover times (seconds)."""
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 0.5), 3),
+        "p99": round(percentile(values, 0.99), 3),
+        "max": round(max(values), 3),
+        "min": round(min(values), 3),
+        "mean": round(statistics.fmean(values), 3),
+    }
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
