@@ -23,6 +23,7 @@ from bench.common.report import write
 from neli import Mode, Neli, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
 from pricing_ha.local.broker import LocalKafka
+from pricing_ha.local.waiting import wait_for_async
 
 N = 200_000
 
@@ -46,10 +47,12 @@ async def _measure(bootstrap: str, variant: Variant, mode: Mode) -> dict[str, fl
         bootstrap_servers=bootstrap, group_id=topic, topic=topic, variant=variant, mode=mode
     )
     async with Neli(cfg) as neli:
-        deadline = time.monotonic() + 60
-        while len(neli.led_partitions()) < 4 and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
-        assert len(neli.led_partitions()) == 4, "the member must lead to measure the hot path"
+        await wait_for_async(
+            lambda: len(neli.led_partitions()) == 4,
+            60,
+            "the member to lead all 4 partitions (the hot path is measured on a leader)",
+            interval_s=0.1,
+        )
         tracker = LeadershipTracker(cfg, "bench")
         now = time.monotonic()
         tracker.tick(now)
