@@ -59,21 +59,11 @@ def run_neli(args: argparse.Namespace, rec: Recorder) -> None:
     """A NELI member of a group on a one-partition topic: leading partition 0 is leading."""
     import asyncio
 
-    from neli import Mode, Neli, NeliConfig, Variant
+    from neli import Neli
+    from pricing_ha.local.probe import neli_config
 
     async def main() -> None:
-        config = NeliConfig(
-            bootstrap_servers=args.bootstrap,
-            group_id=args.group,
-            topic=args.topic,
-            variant=Variant(args.variant),
-            mode=Mode(args.mode),
-            session_timeout_ms=args.session_ms,
-            threshold_ms=args.threshold_ms,
-            pulse_interval_ms=args.pulse_ms,
-            member_name=args.name,
-        )
-        neli = Neli(config)
+        neli = Neli(neli_config(args))
         await neli.start()
         rec("ready", pid=os.getpid())
         async for ev in neli.events():
