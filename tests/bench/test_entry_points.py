@@ -85,7 +85,7 @@ def test_each_claim_runs_as_python_dash_m(claim: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "usage:" in done.stdout
+    assert done.stdout.startswith(f"usage: python -m bench.{claim} ")
 
 
 def test_the_readme_gives_every_claims_command_and_only_real_ones() -> None:
