@@ -10,7 +10,7 @@ from the data read back, that nothing was lost, and that the first successful de
 delivery callback without error, as the component sees it) came within ``RESUME_BOUND_S`` of
 SIGCONT. The ``steady`` variant, without a pause, also runs against an external broker
 (``PRICING_HA_BOOTSTRAP``), which a test cannot pause. The pausing and the recording of
-deliveries, with the timings they rest on, are in :mod:`tests.integration.broker_pause`.
+deliveries, with the timings they rest on, are in :mod:`tests.integration.broker.broker_pause`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import parse_quote
 from pricing_ha.telemetry import Telemetry
-from tests.integration.broker_pause import (
+from tests.integration.broker.broker_pause import (
     MESSAGE_TIMEOUT_MS,
     Deliveries,
     MidBatchPause,

@@ -41,7 +41,7 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "az-rehearsal"
 CLI = str(Path(sys.executable).parent / "pricing-ha")
 BOOTSTRAP = "10.213.1.2:9092,10.213.2.2:9092,10.213.3.2:9092"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from neli import role_partition
-from tests.integration.hostile_neli import neli_value, nested
+from tests.integration.hostile.hostile_neli import neli_value, nested
 
 MAX_SEQ = 2**63 - 1
 OVERSIZED_BYTES = 600 * 1024

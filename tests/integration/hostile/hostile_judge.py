@@ -18,7 +18,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from pricing_ha.kafka.headers import header_list
-from tests.integration.hostile import FATES, FORGED_HEADERS, MAX_SEQ, Fate
+from tests.integration.hostile.hostile import FATES, FORGED_HEADERS, MAX_SEQ, Fate
 
 MAX_REASON_BYTES = 256
 CONTROL_HEADER = "pricing-ha-control"

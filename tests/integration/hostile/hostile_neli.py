@@ -1,4 +1,4 @@
-"""Hostile records of the NELI topic, for :mod:`tests.integration.hostile`.
+"""Hostile records of the NELI topic, for :mod:`tests.integration.hostile.hostile`.
 
 Heartbeats are small JSON objects (``neli._heartbeat``: ``v g m n i c sm sw l x s``), produced
 without a key to an explicit partition. The hostile ones name real groups (so every member's

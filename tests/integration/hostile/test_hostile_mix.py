@@ -3,16 +3,16 @@
 Processes: P1 and P2 (one publisher each), two relays, two subscribers (relay path and direct
 A/B), the synthetic feed (8 instruments at 20 Hz), on fresh topics of the session broker. For
 :data:`HOSTILE_S` seconds a producer in the test writes every class of
-:mod:`tests.integration.hostile` to ``md.quotes``, ``prices.raw`` and the NELI topic. Then
+:mod:`tests.integration.hostile.hostile` to ``md.quotes``, ``prices.raw`` and the NELI topic. Then
 fresh ``read_committed`` consumers judge, per class:
 
 * no process exited (and, where its log says why, the class that made it exit fails too);
 * every real quote's price (real: what the feed wrote to ``md.quotes``, read back) is on
   ``prices`` exactly once, in order per instrument; no price of seq 2^63-1 is there;
-* every hostile record meets its class's fate (:data:`tests.integration.hostile.FATES`): found by
-  its source partition and offset in the dead-letter topic of each role that consumes it, with a
-  reason of at most 256 bytes; or, where the class allows it, on ``prices`` once with only the
-  relay's own headers;
+* every hostile record meets its class's fate (:data:`tests.integration.hostile.hostile.FATES`):
+  found by its source partition and offset in the dead-letter topic of each role that consumes
+  it, with a reason of at most 256 bytes; or, where the class allows it, on ``prices`` once with
+  only the relay's own headers;
 * NELI records (no dead-letter topic): every group's genuine members still lead every
   partition afterwards (from their heartbeats, decoded by the judge itself), and every role
   process counted refused NELI records (``pricing_ha.neli.heartbeats.rejected`` on /metrics).
@@ -40,8 +40,8 @@ from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.member.health import read_health_file
 from pricing_ha.publishing.publisher import neli_group_id
-from tests.integration.hostile import ROLES, HostileMix, HostileRecord
-from tests.integration.hostile_judge import (
+from tests.integration.hostile.hostile import ROLES, HostileMix, HostileRecord
+from tests.integration.hostile.hostile_judge import (
     Rec,
     Run,
     Sent,

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.telemetry import HealthServer, broker_reachable, setup_telemetry, tcp_reachable
-from tests.unit.prometheus_format import parse, value
+from tests.unit.telemetry.prometheus_format import parse, value
 
 
 def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:

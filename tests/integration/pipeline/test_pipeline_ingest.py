@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pricing_ha.config import load_app_config
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.pipeline.ingest import IngestModeError, ingest_batch, ingest_stream
-from tests.integration.test_pipeline_reader import landed_keys, produce, transaction
+from tests.integration.pipeline.test_pipeline_reader import landed_keys, produce, transaction
 from tests.spark.session import local_spark
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,7 @@ import pytest
 
 from pricing_ha.local.cluster import PricingCluster
 from tests.integration.feed_end import end_feed_once_flowing
-from tests.integration.test_relay import _explain, _silence, _wait_exactly_once
+from tests.integration.relay.test_relay import _explain, _silence, _wait_exactly_once
 
 RELAY_S = 6.0
 TICK_S = 0.1

@@ -24,7 +24,7 @@ from pricing_ha.publishing.pricing import encode_price
 from pricing_ha.subscribing.client import Gap, Price, PriceClient
 from tests.waiting import wait_for
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "python-subscriber.py"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "python-subscriber.py"
 INSTRUMENTS = 8
 TICK_S = 0.1
 FEED_S = 8.0

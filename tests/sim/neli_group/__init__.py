@@ -69,7 +69,7 @@ frozen-clock one breaks exclusivity):
 
 The default test run tries 100 schedules per scenario; the slow suite (``scripts/slow-tests``)
 tries the next 2,000 (``NELI_SIM_SLOW_SCHEDULES``). Run more with
-``NELI_SIM_SCHEDULES=20000 .venv/bin/pytest tests/sim`` (per scenario; ``NELI_SIM_SEED`` shifts
-the seeds). A failing schedule is shrunk and printed with a command that
-replays it: ``python -m tests.sim.replay SCENARIO SEED '[Event(...), ...]' [-v]``.
+``NELI_SIM_SCHEDULES=20000 .venv/bin/pytest tests/sim/neli_group`` (per scenario; ``NELI_SIM_SEED``
+shifts the seeds). A failing schedule is shrunk and printed with a command that
+replays it: ``python -m tests.sim.neli_group.replay SCENARIO SEED '[Event(...), ...]' [-v]``.
 """

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.sim.groupsim import Simulation
+    from tests.sim.neli_group.groupsim import Simulation
 
 
 @dataclass(order=True)

@@ -12,7 +12,7 @@ consumes from the NELI topic; the auto-commit; the pulse; the evaluation. Its cl
   during a frozen pause.
 
 The world it acts on (true time, the coordinator, the NELI topic, the faults) is its
-:class:`tests.sim.groupsim.Simulation`'s.
+:class:`tests.sim.neli_group.groupsim.Simulation`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, cast
 from neli import Heartbeat, Mode, Variant
 
 if TYPE_CHECKING:
-    from tests.sim.group_coordinator import Message
-    from tests.sim.groupsim import Simulation
+    from tests.sim.neli_group.group_coordinator import Message
+    from tests.sim.neli_group.groupsim import Simulation
 
 WALL_EPOCH = 1_700_000_000.0
 #: The NELI consumer's auto-commit interval (``auto.commit.interval.ms``).

@@ -2,7 +2,7 @@
 fault events, hand-written or drawn at random from a seed.
 
 A schedule is a seed plus a list of :class:`Event`; the same seed also draws the simulation's
-delays, so a schedule replays exactly (:mod:`tests.sim.groupsim` runs it).
+delays, so a schedule replays exactly (:mod:`tests.sim.neli_group.groupsim` runs it).
 """
 
 from __future__ import annotations

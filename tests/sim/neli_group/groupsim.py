@@ -25,11 +25,13 @@ milliseconds of *true* time:
   as when the one broker is paused).
 
 A schedule is a seed plus a list of :class:`Event`; the seed also draws the delays, so a
-schedule replays exactly. See ``tests/sim/__init__.py`` for the invariants and assumptions.
+schedule replays exactly. See ``tests/sim/neli_group/__init__.py`` for the invariants and
+assumptions.
 
 The parts live in their own modules: the scenario and the fault events in
-:mod:`tests.sim.group_schedule`, a member process (its clocks and the runtime's loops) in
-:mod:`tests.sim.group_member`, the group coordinator in :mod:`tests.sim.group_coordinator`.
+:mod:`tests.sim.neli_group.group_schedule`, a member process (its clocks and the runtime's loops) in
+:mod:`tests.sim.neli_group.group_member`, the group coordinator in
+:mod:`tests.sim.neli_group.group_coordinator`.
 This module holds the world they share (true time, the NELI topic, the faults) and the
 invariant checks, and runs, shrinks and reports schedules.
 """
@@ -43,9 +45,9 @@ from dataclasses import dataclass, replace
 
 from neli import Mode, NeliConfig, Variant
 from neli._tracker import LeadershipTracker
-from tests.sim.group_coordinator import Coordinator, Message
-from tests.sim.group_member import MemberProcess, Record
-from tests.sim.group_schedule import FAULTS, Event, Scenario
+from tests.sim.neli_group.group_coordinator import Coordinator, Message
+from tests.sim.neli_group.group_member import MemberProcess, Record
+from tests.sim.neli_group.group_schedule import FAULTS, Event, Scenario
 
 TrackerFactory = Callable[[NeliConfig, str], LeadershipTracker]
 
@@ -91,7 +93,7 @@ class Simulation:
         self.cut: dict[tuple[str, int], int] = {}  # (kind, slot) -> until
         self.stalled_until = -1  # the coordinator answers nobody until then
         self.coord = Coordinator(self)
-        #: (start, end-or-None) of each fault window (see tests/sim/__init__.py).
+        #: (start, end-or-None) of each fault window (see tests/sim/neli_group/__init__.py).
         self.fault_windows: list[tuple[int, int]] = []
         self.violations: list[Violation] = []
         self.max_gap_after_fault = 0
@@ -341,5 +343,5 @@ def trace(scenario: Scenario, seed: int, events: Sequence[Event], sim: Simulatio
     first = sim.violations[0] if sim.violations else "none"
     return (
         f"scenario {scenario.name!r}, seed {seed}: {first}\n"
-        f"replay: python -m tests.sim.replay {scenario.name} {seed} '[\n    {evs}\n]'"
+        f"replay: python -m tests.sim.neli_group.replay {scenario.name} {seed} '[\n    {evs}\n]'"
     )

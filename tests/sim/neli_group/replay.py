@@ -1,4 +1,4 @@
-"""Replay one schedule: ``python -m tests.sim.replay SCENARIO SEED '[Event(...), ...]'``.
+"""Replay one schedule: ``python -m tests.sim.neli_group.replay SCENARIO SEED '[Event(...), ...]'``.
 
 Without the event list, the schedule is the one the seed generates. Prints every violation and,
 with ``-v``, each member's leadership at every change.
@@ -11,9 +11,9 @@ import random
 import sys
 from collections.abc import Callable
 
-from tests.sim.group_schedule import Event, random_events
-from tests.sim.groupsim import Simulation
-from tests.sim.scenarios import SCENARIOS
+from tests.sim.neli_group.group_schedule import Event, random_events
+from tests.sim.neli_group.groupsim import Simulation
+from tests.sim.neli_group.scenarios import SCENARIOS
 
 
 def parse_events(text: str) -> list[Event]:

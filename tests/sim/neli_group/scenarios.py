@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from neli import Mode, Variant
 from pricing_ha.config import PublisherNeliConfig, RelayConfig
-from tests.sim.group_schedule import Scenario
+from tests.sim.neli_group.group_schedule import Scenario
 
 _RELAY = RelayConfig()  # the shipped relay timing, so the simulation follows any change to it
 _PUBLISHERS = PublisherNeliConfig()  # likewise the publishers'

@@ -11,10 +11,10 @@ import pytest
 
 from neli import NeliConfig
 from neli._tracker import LeadershipTracker, Transition
-from tests.sim.group_schedule import Event, Scenario, random_events
-from tests.sim.groupsim import Simulation, TrackerFactory, run_schedule, shrink, trace
-from tests.sim.replay import parse_events
-from tests.sim.scenarios import PUBLISHERS, RELAY, SCENARIOS
+from tests.sim.neli_group.group_schedule import Event, Scenario, random_events
+from tests.sim.neli_group.groupsim import Simulation, TrackerFactory, run_schedule, shrink, trace
+from tests.sim.neli_group.replay import parse_events
+from tests.sim.neli_group.scenarios import PUBLISHERS, RELAY, SCENARIOS
 
 SCHEDULES = int(os.environ.get("NELI_SIM_SCHEDULES", "100"))
 SLOW_SCHEDULES = int(os.environ.get("NELI_SIM_SLOW_SCHEDULES", "2000"))

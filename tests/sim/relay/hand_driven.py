@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.sim.relay_checker import Checker
-from tests.sim.relay_schedule import apply_step, build
-from tests.sim.relay_steps import raw_prices
+from tests.sim.relay.relay_checker import Checker
+from tests.sim.relay.relay_schedule import apply_step, build
+from tests.sim.relay.relay_steps import raw_prices
 
 #: The relay timing these step-by-step scenarios were written for: their clock advances and
 #: bounds are set against it (a grace period of 1.6 s spans many steps of 0.05 s).

@@ -1,5 +1,5 @@
 """Judging a relay simulation run: :class:`Checker` scans ``prices`` as it grows, and
-:class:`Outcome` is what one schedule did (:mod:`tests.sim.relay_schedule` runs them)."""
+:class:`Outcome` is what one schedule did (:mod:`tests.sim.relay.relay_schedule` runs them)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Message
 
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_list
-from tests.sim.relay_steps import Step
-from tests.sim.relay_world import World
+from tests.sim.relay.relay_steps import Step
+from tests.sim.relay.relay_world import World
 
 __all__ = ["Checker", "Outcome", "headers_of", "key_of"]
 

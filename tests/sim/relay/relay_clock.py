@@ -24,7 +24,7 @@ import pricing_ha.dedupe
 from pricing_ha.member import worker as worker_mod
 
 if TYPE_CHECKING:
-    from tests.sim.relay_world import World
+    from tests.sim.relay.relay_world import World
 
 
 class SimTime:

@@ -19,10 +19,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from tests.sim.relay_world import message
+from tests.sim.relay.relay_world import message
 
 if TYPE_CHECKING:
-    from tests.sim.relay_world import World
+    from tests.sim.relay.relay_world import World
 
 
 class FakeReader:

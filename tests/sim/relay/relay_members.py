@@ -34,7 +34,7 @@ from neli import Heartbeat
 from pricing_ha.dedupe.liveness import Liveness
 
 if TYPE_CHECKING:
-    from tests.sim.relay_world import World
+    from tests.sim.relay.relay_world import World
 
 GROUP = "relay"
 _NEVER_UP = float("inf")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.sim.relay_world import World
+    from tests.sim.relay.relay_world import World
 
 
 class SimNeli:

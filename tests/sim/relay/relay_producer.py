@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, KafkaException
 from pricing_ha.config import RelayConfig
 
 if TYPE_CHECKING:
-    from tests.sim.relay_world import World
+    from tests.sim.relay.relay_world import World
 
 #: The relay producer's message.timeout.ms (what the relay's waits rely on).
 MESSAGE_TIMEOUT_S = RelayConfig().output_timeout_ms / 1000

@@ -3,7 +3,8 @@
 A schedule is a list of :data:`Step` tuples (data, so a failing one can be printed, shrunk and
 replayed); the world's own random draws (latencies, batch sizes) come from a generator seeded
 by the schedule's seed, so a replay of the same steps is the same run. The steps and raw
-prices are drawn in :mod:`tests.sim.relay_steps`; simulated time is :mod:`tests.sim.relay_clock`.
+prices are drawn in :mod:`tests.sim.relay.relay_steps`; simulated time is
+:mod:`tests.sim.relay.relay_clock`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from pricing_ha.dedupe.relay import RelayClients, RelayStats, RelayWorker
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.member.worker import TakeoverDeferredError
 from pricing_ha.telemetry import Telemetry
-from tests.sim.relay_checker import Checker, Outcome, headers_of, key_of
-from tests.sim.relay_clock import PumpCondition, SimTime, real_clocks, simulated_time
-from tests.sim.relay_consumers import FakeConsumer, FakeReader
-from tests.sim.relay_members import Members, SimLivenessReader
-from tests.sim.relay_neli import SimNeli
-from tests.sim.relay_producer import FakeProducer
-from tests.sim.relay_steps import MEMBERS, Step, raw_prices
-from tests.sim.relay_world import Faults, World
+from tests.sim.relay.relay_checker import Checker, Outcome, headers_of, key_of
+from tests.sim.relay.relay_clock import PumpCondition, SimTime, real_clocks, simulated_time
+from tests.sim.relay.relay_consumers import FakeConsumer, FakeReader
+from tests.sim.relay.relay_members import Members, SimLivenessReader
+from tests.sim.relay.relay_neli import SimNeli
+from tests.sim.relay.relay_producer import FakeProducer
+from tests.sim.relay.relay_steps import MEMBERS, Step, raw_prices
+from tests.sim.relay.relay_world import Faults, World
 
 if TYPE_CHECKING:
     from pricing_ha.dedupe.liveness import LivenessReader
@@ -63,7 +64,7 @@ def build(
 ) -> tuple[World, dict[str, RelayWorker]]:
     """A world with two relay members, nothing assigned, ``prices.raw`` not yet published;
     ``relay``: ``[relay]`` settings other than the defaults; ``detector``: the members get
-    heartbeats (:mod:`tests.sim.relay_members`) and the takeover detector is on."""
+    heartbeats (:mod:`tests.sim.relay.relay_members`) and the takeover detector is on."""
     cfg = sim_config(**(relay or {}))
     clock = SimTime()
     world = World(
@@ -246,7 +247,7 @@ def apply_step(world: World, workers: dict[str, RelayWorker], step: Step, raw: A
 def _process_fault(
     world: World, workers: dict[str, RelayWorker], members: Members, step: Step
 ) -> None:
-    """A fault of a whole process (:mod:`tests.sim.relay_members`), or its restart (a
+    """A fault of a whole process (:mod:`tests.sim.relay.relay_members`), or its restart (a
     turn or a tail read of a crashed or paused member does nothing)."""
     kind, name = step[0], step[1]
     if kind == "crash":
@@ -419,7 +420,7 @@ def report(outcome: Outcome) -> str:
         *outcome.resume_mismatches[:5],
         f'replay: RELAY_SIM_SEED={outcome.seed} RELAY_SIM_STEPS="{outcome.steps!r}" '
         f"RELAY_SIM_DETECTOR={int(outcome.detector)} "
-        ".venv/bin/pytest tests/sim/test_relay_sim.py -k replay -s",
+        ".venv/bin/pytest tests/sim/relay/test_relay_sim.py -k replay -s",
         "trace (up to the first violation):",
         *trace[-150:],
     ]

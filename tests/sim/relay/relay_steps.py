@@ -19,7 +19,7 @@ INSTRUMENTS_PER_PARTITION = 2
 
 
 #: Faults of a whole process, drawn only with the takeover detector on
-#: (:mod:`tests.sim.relay_members`): crashes, pauses (SIGSTOP, then SIGCONT) from under D to
+#: (:mod:`tests.sim.relay.relay_members`): crashes, pauses (SIGSTOP, then SIGCONT) from under D to
 #: past S, cut-offs from the broker, a crashed member started again (a join), and a crash
 #: followed, once the group noticed, by the member joining again while the survivor holds
 #: its partitions on suspicion (one taken back from it by a planned move).

@@ -1,16 +1,16 @@
 """The relay simulation's world: in-memory topics, the group, faults, and the trace.
 
 Everything in the relay simulation is single-threaded and driven by
-:mod:`tests.sim.relay_schedule`. The :class:`World` holds the logs of every topic, the relay
+:mod:`tests.sim.relay.relay_schedule`. The :class:`World` holds the logs of every topic, the relay
 group's committed offsets, the NELI group's assignment (owners, grace periods, fences,
 zombies, stalls), each member's injected :class:`Faults` and the records in flight, and decides
 when a produced record lands. Around it, in their own modules:
 
-* :mod:`tests.sim.relay_clock`: the one simulated clock (``SimTime``, ``PumpCondition``);
-* :mod:`tests.sim.relay_producer`: the fake producer (latencies, timeouts, ghosts,
+* :mod:`tests.sim.relay.relay_clock`: the one simulated clock (``SimTime``, ``PumpCondition``);
+* :mod:`tests.sim.relay.relay_producer`: the fake producer (latencies, timeouts, ghosts,
   transactions and their fencing);
-* :mod:`tests.sim.relay_consumers`: the fake readers of ``prices`` and ``prices.raw``;
-* :mod:`tests.sim.relay_neli`: each member's view of the group (``SimNeli``).
+* :mod:`tests.sim.relay.relay_consumers`: the fake readers of ``prices`` and ``prices.raw``;
+* :mod:`tests.sim.relay.relay_neli`: each member's view of the group (``SimNeli``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message
 from pricing_ha.config import RelayConfig
 
 if TYPE_CHECKING:
-    from tests.sim.relay_clock import SimTime
-    from tests.sim.relay_members import Members
-    from tests.sim.relay_producer import Pending
+    from tests.sim.relay.relay_clock import SimTime
+    from tests.sim.relay.relay_members import Members
+    from tests.sim.relay.relay_producer import Pending
 
 #: e: heartbeat timestamps are good to within this (RelayConfig's clock skew bound).
 SKEW_S = RelayConfig().clock_skew_ms / 1000
@@ -77,13 +77,13 @@ class World:
     ghost_due: dict[tuple[str, int], float] = field(default_factory=dict)  # last ghost's landing
     in_flight: list[tuple[float, Any]] = field(default_factory=list)
     #: member -> what stops it in its next flush with records pending (a SIGSTOP that lands
-    #: mid-transaction: the others run meanwhile; :mod:`tests.sim.relay_members`)
+    #: mid-transaction: the others run meanwhile; :mod:`tests.sim.relay.relay_members`)
     stop_in_flush: dict[str, Any] = field(default_factory=dict)
     in_flush: set[str] = field(default_factory=set)  # members stopped in a flush now
     workers: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     verbose: bool = False
-    #: the processes and their heartbeats (:mod:`tests.sim.relay_members`): with the detector
+    #: the processes and their heartbeats (:mod:`tests.sim.relay.relay_members`): with the detector
     members: Members | None = None
     #: (partition, offset) of prices -> (transactional.id, epoch) of the producer that wrote it
     writer_of: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)

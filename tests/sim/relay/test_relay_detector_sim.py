@@ -1,7 +1,7 @@
 """The takeover detector simulated step by step: an owner crashes, or sleeps past D and wakes.
 
 Each test builds a two-member world with fencing and the detector on (simulated NELI
-heartbeats, :mod:`tests.sim.relay_members`), lets A own and relay partition 0, then breaks A:
+heartbeats, :mod:`tests.sim.relay.relay_members`), lets A own and relay partition 0, then breaks A:
 B must take the partition over on suspicion well before the group notices (S), and
 ``prices`` must stay exactly once, whatever A writes when it wakes.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tests.sim.hand_driven import relay_for
-from tests.sim.relay_checker import Checker
-from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import apply_step, build, drain, report, run
-from tests.sim.relay_steps import Step, raw_prices
+from tests.sim.relay.hand_driven import relay_for
+from tests.sim.relay.relay_checker import Checker
+from tests.sim.relay.relay_clock import simulated_time
+from tests.sim.relay.relay_schedule import apply_step, build, drain, report, run
+from tests.sim.relay.relay_steps import Step, raw_prices
 
 
 def _a_owns_partition_0(seed: int = 3) -> tuple[Any, dict[str, Any], Any, Checker]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pricing_ha.dedupe.lifecycle import TRANSITIONS, PartitionLifecycle, PartitionState
-from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
-from tests.sim.relay_checker import Checker
-from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import run
-from tests.sim.relay_steps import random_steps
+from tests.sim.relay.hand_driven import a_takes_partition_0, relay_for, two_members
+from tests.sim.relay.relay_checker import Checker
+from tests.sim.relay.relay_clock import simulated_time
+from tests.sim.relay.relay_schedule import run
+from tests.sim.relay.relay_steps import random_steps
 
 S = PartitionState
 Move = tuple[int, PartitionState, PartitionState]  # (id of the lifecycle, from, to)

@@ -3,12 +3,12 @@
 Two relay members (A and B) run the real :class:`~pricing_ha.dedupe.relay.RelayWorker` (its
 standby tail, takeover and release markers, hand-over, arbitration, output with its
 ``ReplaceableProducer``) over an in-memory ``prices.raw``, ``prices`` and DLQ
-(:mod:`tests.sim.relay_world`). Neither the worker's thread nor the tail's thread is started: a
-seeded schedule (:mod:`tests.sim.relay_schedule`) drives every step from the test: a turn of
-the worker loop (commands, reconcile, tend, one batch or idle), a tail read, publishing more
-raw prices, time passing, the group moving a partition (planned: REVOKED with a hand-over; or
-unplanned, the old owner left a zombie that still leads until its own fence, before the
-successor's grace T ends), FENCED and RESUMED, slow or failing acknowledgements, a silent tail.
+(:mod:`tests.sim.relay.relay_world`). Neither the worker's thread nor the tail's thread is
+started: a seeded schedule (:mod:`tests.sim.relay.relay_schedule`) drives every step from the
+test: a turn of the worker loop (commands, reconcile, tend, one batch or idle), a tail read,
+publishing more raw prices, time passing, the group moving a partition (planned: REVOKED with a
+hand-over; or unplanned, the old owner left a zombie that still leads until its own fence, before
+the successor's grace T ends), FENCED and RESUMED, slow or failing acknowledgements, a silent tail.
 
 Why simulated time rather than threads: the relay's modules get a fake ``time`` module, and the
 tail's condition variable is replaced by one whose ``wait`` advances the clock and lets the
@@ -25,10 +25,10 @@ What is checked, from the data on ``prices`` only:
   ``prices.raw`` is on ``prices``. The raw data never needs a gap (each seq's first copy comes
   before its successor's), so a declared gap would be a loss too;
 * never more than one unfenced writer per partition: the records of two
-  producers never interleave on ``prices[k]`` (:class:`~tests.sim.relay_schedule.Checker`).
+  producers never interleave on ``prices[k]`` (:class:`~tests.sim.relay.relay_schedule.Checker`).
 
 Three schedules in four run the takeover detector (:mod:`.detector`) on the
-members' NELI heartbeats, and add faults of whole processes (:mod:`tests.sim.relay_members`):
+members' NELI heartbeats, and add faults of whole processes (:mod:`tests.sim.relay.relay_members`):
 crashes, pauses past D (zombies whose writes the broker rejects) and past S, cut-offs, a
 member joining during a takeover; the fourth keeps the schedules as they were before the
 detector. Takeovers on suspicion are counted, and the wrong ones (the holder was alive).
@@ -45,7 +45,7 @@ end-of-partition event means it has read everything acknowledged before it.
 ``RELAY_SIM_SLOW_SCHEDULES`` how many more the slow suite tries after them (2000), and
 ``RELAY_SIM_SEED`` the first seed; a failing schedule is shrunk and printed with its trace and
 a replay command (``RELAY_SIM_SEED=… RELAY_SIM_STEPS='[…]' … -k replay``). Single situations
-driven by hand through the same world are in :mod:`tests.sim.test_relay_takeovers`.
+driven by hand through the same world are in :mod:`tests.sim.relay.test_relay_takeovers`.
 """
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.fences import Fences
 from pricing_ha.dedupe.liveness import Liveness
 from pricing_ha.dedupe.standby import StandbyTail
-from tests.sim.relay_checker import Outcome
-from tests.sim.relay_clock import real_clocks, simulated_time
-from tests.sim.relay_schedule import build, report, run, shrink
-from tests.sim.relay_steps import random_steps
+from tests.sim.relay.relay_checker import Outcome
+from tests.sim.relay.relay_clock import real_clocks, simulated_time
+from tests.sim.relay.relay_schedule import build, report, run, shrink
+from tests.sim.relay.relay_steps import random_steps
 
 SCHEDULES = int(os.environ.get("RELAY_SIM_SCHEDULES", "300"))
 SLOW_SCHEDULES = int(os.environ.get("RELAY_SIM_SLOW_SCHEDULES", "2000"))

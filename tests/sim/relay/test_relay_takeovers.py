@@ -1,7 +1,7 @@
 """Relay fail-overs simulated step by step: one world driven by hand, one behaviour each.
 
-Where :mod:`tests.sim.test_relay_sim` runs hundreds of seeded random schedules and checks the
-invariants, each test here builds a world (:mod:`tests.sim.relay_schedule`) and drives one
+Where :mod:`tests.sim.relay.test_relay_sim` runs hundreds of seeded random schedules and checks the
+invariants, each test here builds a world (:mod:`tests.sim.relay.relay_schedule`) and drives one
 situation through it by hand: a crash takeover with and without NELI's evidence, the read
 ahead during a grace period, a stall that holds a member off, an idle partition being handed
 over, a fence that ends in RESUMED or in a hand-over, a hand-over whose output fails. Each
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.sim.hand_driven import a_takes_partition_0, relay_for, two_members
-from tests.sim.relay_checker import Checker
-from tests.sim.relay_clock import simulated_time
-from tests.sim.relay_schedule import _turn, apply_step
+from tests.sim.relay.hand_driven import a_takes_partition_0, relay_for, two_members
+from tests.sim.relay.relay_checker import Checker
+from tests.sim.relay.relay_clock import simulated_time
+from tests.sim.relay.relay_schedule import _turn, apply_step
 
 
 def test_a_crash_takeover_fences_once_its_probe_goes_unanswered() -> None:

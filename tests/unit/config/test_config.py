@@ -20,7 +20,7 @@ from pricing_ha.config import (
 )
 from pricing_ha.errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
 
 
 def write(tmp_path: Path, text: str) -> Path:

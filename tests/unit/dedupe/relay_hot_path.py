@@ -16,7 +16,7 @@ from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.telemetry import Telemetry
-from tests.unit.producer_fakes import FakeProducer
+from tests.unit.kafka.producer_fakes import FakeProducer
 
 
 class RecordingProducer(FakeProducer):

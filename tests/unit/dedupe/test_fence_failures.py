@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
-from tests.unit.producer_fakes import FakeProducer
+from tests.unit.kafka.producer_fakes import FakeProducer
 
 
 class TxnProducer(FakeProducer):

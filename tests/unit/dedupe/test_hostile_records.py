@@ -19,8 +19,8 @@ from pricing_ha.dedupe.control import RELEASE, TAKEOVER, seq_of
 from pricing_ha.dedupe.records import parse_raw_record
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, encode_price
-from tests.unit.standby_log import TOKEN, Log, read_to_end, tail_of
-from tests.unit.test_subscriber import started
+from tests.unit.dedupe.standby_log import TOKEN, Log, read_to_end, tail_of
+from tests.unit.subscribing.test_subscriber import started
 
 VALUE = encode_price(
     Price(instrument="EURUSD", seq=7, bid=1.0, ask=1.1, mid=1.05, source_time_ns=5)

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException
 
 from pricing_ha.dedupe import liveness as liveness_module
 from pricing_ha.dedupe.liveness import Liveness, LivenessReader
-from tests.unit.test_relay_detector import G, hb
+from tests.unit.dedupe.test_relay_detector import G, hb
 from tests.waiting import wait_for
 
 TOPIC = "pricing.neli"

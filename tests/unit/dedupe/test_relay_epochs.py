@@ -8,7 +8,7 @@ from pricing_ha.dedupe.control import CHECKPOINT, RESET, PartitionView
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.publishing.epochs import position
 from pricing_ha.publishing.pricing import Price, encode_price
-from tests.unit.standby_log import Log, read_to_end, tail_of
+from tests.unit.dedupe.standby_log import Log, read_to_end, tail_of
 
 E1, E2 = 1_700_000_000_000, 1_700_000_900_000
 

@@ -8,7 +8,7 @@ import orjson
 from pricing_ha.dedupe.relayed import RELAYED_HEADERS
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.publishing.pricing import Price, encode_price
-from tests.unit.relay_hot_path import Relay
+from tests.unit.dedupe.relay_hot_path import Relay
 
 
 def test_forged_headers_do_not_reach_prices_and_seq_is_the_values() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pricing_ha.dedupe.lifecycle import INITIAL, TRANSITIONS, PartitionState
 
-_DOC = Path(__file__).resolve().parents[2] / "docs" / "relay.md"
+_DOC = Path(__file__).resolve().parents[3] / "docs" / "relay.md"
 _EDGE = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::.*)?$")
 
 

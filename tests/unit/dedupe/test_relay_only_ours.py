@@ -15,7 +15,7 @@ from pricing_ha.dedupe.records import parse_raw_record
 from pricing_ha.dedupe.relayed import RELAYED_HEADERS, relayed_headers
 from pricing_ha.kafka.headers import CONTROL_HEADER, is_control
 from pricing_ha.publishing.pricing import Price, decode_price, encode_price
-from tests.unit.standby_log import TOKEN, Log, read_to_end, tail_of
+from tests.unit.dedupe.standby_log import TOKEN, Log, read_to_end, tail_of
 
 PRICE = Price(instrument="EURUSD", seq=7, bid=1.0, ask=1.1, mid=1.05, source_time_ns=5)
 TRACEPARENT = b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-01"

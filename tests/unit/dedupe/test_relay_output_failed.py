@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from tests.unit.relay_hot_path import Relay
+from tests.unit.dedupe.relay_hot_path import Relay
 
 
 @pytest.mark.parametrize("handing_over", [False, True])

@@ -17,7 +17,7 @@ from pricing_ha.dedupe.control import (
     control_kind,
 )
 from pricing_ha.kafka.headers import CONTROL_HEADER
-from tests.unit.standby_log import TOKEN, Log, read_to_end, tail_of
+from tests.unit.dedupe.standby_log import TOKEN, Log, read_to_end, tail_of
 
 
 def test_marks_are_each_instruments_highest_seq_below_own_marker() -> None:

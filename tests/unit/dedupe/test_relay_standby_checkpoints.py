@@ -14,7 +14,7 @@ from pricing_ha.dedupe.control import (
 )
 from pricing_ha.dedupe.standby import StandbyTail
 from pricing_ha.kafka.headers import CONTROL_HEADER
-from tests.unit.standby_log import Log, read_to_end, tail_of
+from tests.unit.dedupe.standby_log import Log, read_to_end, tail_of
 
 
 def _history(log: Log, partition: int, start: int, n: int) -> None:

@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from pricing_ha.telemetry import PricePathSampler
 from pricing_ha.telemetry.pricepath import PricePath, sampled_context
-from tests.unit.test_feed_producer import CFG, run
+from tests.unit.feed.test_feed_producer import CFG, run
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from pricing_ha.kafka.dead_letter import (
 from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.telemetry import Telemetry
-from tests.unit.test_publisher_commits import FakeConsumer, quote
+from tests.unit.publishing.test_publisher_commits import FakeConsumer, quote
 
 CFG = AppConfig()
 LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
     from neli import Neli
-from tests.unit.producer_fakes import FakeError, FakeProducer, make, timed_out
+from tests.unit.kafka.producer_fakes import FakeError, FakeProducer, make, timed_out
 
 
 class AnsweringProducer(FakeProducer):

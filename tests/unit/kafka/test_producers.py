@@ -17,7 +17,7 @@ from pricing_ha.kafka.producers import (
 
 if TYPE_CHECKING:
     pass
-from tests.unit.producer_fakes import Clock, FakeError, make, timed_out
+from tests.unit.kafka.producer_fakes import Clock, FakeError, make, timed_out
 
 
 @pytest.mark.parametrize(

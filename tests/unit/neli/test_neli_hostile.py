@@ -20,7 +20,7 @@ from neli._heartbeat_sender import HeartbeatSender
 from neli._poller import Poller
 from neli._rejections import WARN_INTERVAL_S, Rejections
 from neli.testing import ManualClock
-from tests.unit.neli_tracker_harness import GROUP, ME, OTHER, Member, T
+from tests.unit.neli.neli_tracker_harness import GROUP, ME, OTHER, Member, T
 
 P = 1
 M = 4

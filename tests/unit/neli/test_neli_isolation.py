@@ -10,7 +10,7 @@ import pytest
 
 from neli import EventKind, Mode, NeliConfig, NeliConfigError, Variant
 from neli._tracker import LeadershipTracker
-from tests.unit.neli_tracker_harness import EPS, ME, Member, T, make_config
+from tests.unit.neli.neli_tracker_harness import EPS, ME, Member, T, make_config
 
 P = 3
 Q = 5

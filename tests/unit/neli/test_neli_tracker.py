@@ -9,7 +9,7 @@ import pytest
 
 from neli import EventKind, Mode, Variant
 from neli._tracker import Transition
-from tests.unit.neli_tracker_harness import COMBOS, EPS, ME, OTHER, STEP, Member, T
+from tests.unit.neli.neli_tracker_harness import COMBOS, EPS, ME, OTHER, STEP, Member, T
 
 P = 3
 

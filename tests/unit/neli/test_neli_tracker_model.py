@@ -17,7 +17,7 @@ import pytest
 
 from neli import EventKind, Heartbeat, Mode, Variant
 from neli._tracker import Transition
-from tests.unit.neli_tracker_harness import COMBOS, ME, OTHER, Member, T
+from tests.unit.neli.neli_tracker_harness import COMBOS, ME, OTHER, Member, T
 
 PARTITIONS = range(4)
 #: Long enough for every history to reach every transition: exclusive members (fast ones too)

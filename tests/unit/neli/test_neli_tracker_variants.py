@@ -6,7 +6,7 @@ import pytest
 
 from neli import EventKind, Mode, Variant
 from neli._tracker import LeadershipTracker, Transition
-from tests.unit.neli_tracker_harness import (
+from tests.unit.neli.neli_tracker_harness import (
     EPS,
     ME,
     OTHER,

@@ -19,8 +19,8 @@ from pricing_ha.errors import ConfigError
 from pricing_ha.publishing.quotes import SequenceGuard
 from pricing_ha.subscribing.subscriber import Subscriber
 from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
-from tests.unit.producer_fakes import Clock
-from tests.unit.test_subscriber import FakeConsumer, raw
+from tests.unit.kafka.producer_fakes import Clock
+from tests.unit.subscribing.test_subscriber import FakeConsumer, raw
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_deploy_tools import ROOT, locked_versions, run_tool, tool
+from tests.unit.project.test_deploy_tools import ROOT, locked_versions, run_tool, tool
 
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE_LOCK = ROOT / "deploy" / "docker" / "requirements.txt"
@@ -135,7 +135,7 @@ def test_dockerignore_sends_only_what_the_build_copies() -> None:
     for source in sources:
         assert (ROOT / source).exists(), source
         assert not _ignored(source, patterns), f"{source} is excluded from the build context"
-    for excluded in (".venv/bin/python", ".git/HEAD", "tests/unit/test_config.py", "out/x"):
+    for excluded in (".venv/bin/python", ".git/HEAD", "tests/unit/config/test_config.py", "out/x"):
         assert _ignored(excluded, patterns), excluded
     assert _ignored("pricing_ha/__pycache__/x.pyc", patterns)
 

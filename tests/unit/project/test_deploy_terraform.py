@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_deploy_tools import (
+from tests.unit.project.test_deploy_tools import (
     TERRAFORM,
     blocks,
     resources,

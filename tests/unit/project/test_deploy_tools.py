@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOOLS = ROOT / ".venv" / "deploy-tools" / "bin"
 TERRAFORM = ROOT / "deploy" / "terraform"
 TOOLS_LOCK = ROOT / "requirements" / "deploy-tools.txt"

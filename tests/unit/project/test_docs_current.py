@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Where history belongs, and so where hashes and dates may appear.
 HISTORY = {ROOT / "docs" / "measurements.md"}
 REFERENCES = sorted(
@@ -27,6 +27,12 @@ DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 # 7 to 40 hex digits with at least one letter and one digit, not part of a longer word.
 COMMIT = re.compile(r"(?<![\w.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+#: A repository path quoted as code (`tests/unit/neli/test_x.py`, `tests/unit/x/test_*.py`),
+#: without a pytest node id's ``::test`` part.
+CODE_PATH = re.compile(
+    r"`((?:tests|neli|pricing_ha|bench|scripts|examples|deploy|docs|config)/[\w/.*-]+?)"
+    r"(?:::[^`]*)?`"
+)
 
 
 def history_marks(text: str) -> list[str]:
@@ -92,3 +98,28 @@ def test_code_names_document_sections_not_their_numbers() -> None:
         if "§" in line and path != Path(__file__).resolve()
     ]
     assert numbered == []
+
+
+def quoted_paths_missing(text: str) -> list[str]:
+    """The repository paths quoted as code in ``text`` that name no file (a glob: none)."""
+    return [
+        path
+        for path in CODE_PATH.findall(text)
+        if not (any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists())
+    ]
+
+
+def test_the_path_check_sees_a_moved_test_file() -> None:
+    """A quoted path that moved is found; a current one, a glob that matches and a node id pass."""
+    text = (
+        "`tests/unit/test_config.py` `tests/unit/config/test_config.py` "
+        "`tests/unit/project/test_*.py` `tests/unit/config/test_config.py::test_x`"
+    )
+    assert quoted_paths_missing(text) == ["tests/unit/test_config.py"]
+
+
+@pytest.mark.parametrize("doc", REFERENCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_quoted_repository_paths_exist(doc: Path) -> None:
+    """Every path a reference document quotes as code (`tests/...py`, `pricing_ha/...`) exists,
+    so a moved test or module is not left behind in the prose."""
+    assert quoted_paths_missing(doc.read_text(encoding="utf-8")) == []

@@ -20,10 +20,10 @@ import pytest
 from neli import EventKind
 from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.telemetry import Telemetry, setup_telemetry
-from tests.unit.prometheus_format import parse
-from tests.unit.test_kafka_stats import _consumer_stats, _producer_stats
+from tests.unit.telemetry.prometheus_format import parse
+from tests.unit.telemetry.test_kafka_stats import _consumer_stats, _producer_stats
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROMETHEUS = ROOT / "deploy" / "prometheus"
 GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "pricing-ha.json"

@@ -15,8 +15,8 @@ from typing import Any
 from pricing_ha.config import AppConfig
 from pricing_ha.security import role_table
 from pricing_ha.security.iam import IamGrant, iam_grants
-from tests.unit.test_deploy_terraform import _root_local, root_services
-from tests.unit.test_deploy_tools import blocks, resources, top_level, v
+from tests.unit.project.test_deploy_terraform import _root_local, root_services
+from tests.unit.project.test_deploy_tools import blocks, resources, top_level, v
 
 #: Terraform task role -> the table's role.
 TASK_ROLE = {

@@ -7,7 +7,7 @@ from confluent_kafka import Message
 from pricing_ha.dedupe.control import RESET
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.subscribing.stats import InstrumentStats
-from tests.unit.test_subscriber import pairs, raw, started
+from tests.unit.subscribing.test_subscriber import pairs, raw, started
 
 
 def test_a_new_epoch_from_seq_1_is_in_order_and_an_older_epoch_is_not() -> None:

@@ -10,8 +10,8 @@ from confluent_kafka import Message
 
 from pricing_ha.config import AppConfig, TelemetryConfig
 from pricing_ha.telemetry import Telemetry, load_spans, setup_telemetry
-from tests.unit.prometheus_format import parse, value
-from tests.unit.test_subscriber import Clock, raw, started
+from tests.unit.subscribing.test_subscriber import Clock, raw, started
+from tests.unit.telemetry.prometheus_format import parse, value
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 

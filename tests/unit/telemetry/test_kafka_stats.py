@@ -13,7 +13,7 @@ from pricing_ha.config import AppConfig, TelemetryConfig, load_config
 from pricing_ha.dedupe.relay_clients import RelayClients
 from pricing_ha.errors import ConfigError
 from pricing_ha.telemetry import setup_telemetry
-from tests.unit.prometheus_format import parse, value
+from tests.unit.telemetry.prometheus_format import parse, value
 
 
 def _consumer_stats(client: str, lag: int) -> str:

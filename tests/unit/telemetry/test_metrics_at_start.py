@@ -13,8 +13,8 @@ from pricing_ha.dedupe.output_producers import OutputProducers
 from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.telemetry import Telemetry, setup_telemetry
-from tests.unit.prometheus_format import parse, value
-from tests.unit.test_subscriber import started
+from tests.unit.subscribing.test_subscriber import started
+from tests.unit.telemetry.prometheus_format import parse, value
 
 M = 3
 

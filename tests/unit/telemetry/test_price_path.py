@@ -33,7 +33,7 @@ from pricing_ha.telemetry.pricepath import (
     with_traceparent,
 )
 from pricing_ha.telemetry.tally import PriceTally
-from tests.unit.prometheus_format import parse, value
+from tests.unit.telemetry.prometheus_format import parse, value
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"

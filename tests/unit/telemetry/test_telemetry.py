@@ -30,7 +30,7 @@ from pricing_ha.telemetry import (
     load_spans,
     setup_telemetry,
 )
-from tests.unit.prometheus_format import parse, value
+from tests.unit.telemetry.prometheus_format import parse, value
 
 
 def _cfg(tmp_path: Path, **telemetry: object) -> AppConfig:

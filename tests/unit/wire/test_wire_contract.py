@@ -46,9 +46,9 @@ from pricing_ha.publishing.quotes import (
 )
 from pricing_ha.telemetry import PricePathSampler, Telemetry
 from pricing_ha.telemetry.pricepath import PricePath
-from tests.unit import test_publisher_commits as pc
-from tests.unit.relay_hot_path import RecordingProducer, Relay
-from tests.unit.test_feed_producer import run as run_feed
+from tests.unit.dedupe.relay_hot_path import RecordingProducer, Relay
+from tests.unit.feed.test_feed_producer import run as run_feed
+from tests.unit.publishing import test_publisher_commits as pc
 
 symbols = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=64)
 quotes = st.builds(

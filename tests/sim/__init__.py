@@ -1,0 +1,1 @@
+"""Broker-free simulations: NELI groups (``neli_group``) and relay fail-overs (``relay``)."""
