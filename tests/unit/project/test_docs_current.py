@@ -27,6 +27,9 @@ DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 # 7 to 40 hex digits with at least one letter and one digit, not part of a longer word.
 COMMIT = re.compile(r"(?<![\w.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+ANCHORED = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.MULTILINE)
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 #: A repository path quoted as code (`tests/unit/neli/test_x.py`, `tests/unit/x/test_*.py`),
 #: without a pytest node id's ``::test`` part.
 CODE_PATH = re.compile(
@@ -38,6 +41,19 @@ CODE_PATH = re.compile(
 def history_marks(text: str) -> list[str]:
     """The commit hashes and dates in ``text``."""
     return [m.group() for rx in (DATE, COMMIT) for m in rx.finditer(text)]
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of ``markdown`` (code blocks left out)."""
+    found: set[str] = set()
+    for title in HEADING.findall(FENCE.sub("", markdown)):
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        n, unique = 0, slug
+        while unique in found:
+            n += 1
+            unique = f"{slug}-{n}"
+        found.add(unique)
+    return found
 
 
 def _docstrings(path: Path) -> list[str]:
@@ -84,6 +100,31 @@ def test_relative_links_point_at_files_that_exist(doc: Path) -> None:
         if "://" not in target
         and not target.startswith("mailto:")
         and not (doc.parent / target).exists()
+    ]
+    assert broken == []
+
+
+def test_anchors_follow_githubs_rules() -> None:
+    """Punctuation and code marks drop out, spaces become hyphens, a repeated title is numbered."""
+    text = (
+        "# 4.3 Relay, the `dedupe` stage\n## Hand-over: why?\n"
+        "```\n# not a heading\n```\n## Hand-over: why?\n"
+    )
+    assert anchors(text) == {"43-relay-the-dedupe-stage", "hand-over-why", "hand-over-why-1"}
+
+
+@pytest.mark.parametrize("doc", REFERENCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_links_to_a_section_name_one_that_exists(doc: Path) -> None:
+    """Every link to a section (``file.md#anchor`` or ``#anchor``) names a heading of that file."""
+    text = doc.read_text(encoding="utf-8")
+    broken = [
+        f"{target}#{anchor}"
+        for target, anchor in ANCHORED.findall(text)
+        if "://" not in target
+        and (target == "" or target.endswith(".md"))
+        and (target == "" or (doc.parent / target).is_file())
+        and anchor
+        not in anchors((doc.parent / target).read_text(encoding="utf-8") if target else text)
     ]
     assert broken == []
 
