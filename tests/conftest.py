@@ -22,7 +22,7 @@ from confluent_kafka.cimpl import NewTopic
 from hypothesis import HealthCheck, settings
 
 from pricing_ha.local.broker import LocalKafka
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
 

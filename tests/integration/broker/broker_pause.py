@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 import pricing_ha.dedupe.output_producers
 import pricing_ha.kafka.producers
 from pricing_ha.local.broker import LocalKafka
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 # message.timeout.ms of every producer under test (the feed's, the publisher's, the relay's) and
 # the pause. librdkafka notices timeouts in a scan once a second, so a record queued when the

@@ -27,11 +27,11 @@ from pricing_ha.local.broker_faults import (
     wipe_data,
 )
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.publisher import neli_group_id
 from pricing_ha.publishing.quote_worker import quotes_group_id
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.integration.relay.test_relay import _explain, _silence, _wait_exactly_once
-from tests.waiting import wait_for
 
 TICK_S = 0.1
 INSTRUMENTS = 8

@@ -27,7 +27,7 @@ from pricing_ha.errors import LocalKafkaError
 from pricing_ha.local.broker import KAFKA_LIBS_ENV, LocalKafka
 from pricing_ha.local.cluster import pricing_cli
 from pricing_ha.local.kafka_node import free_port
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 
 def _pid_exists(pid: int) -> bool:

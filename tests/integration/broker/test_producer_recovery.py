@@ -30,6 +30,7 @@ from pricing_ha.feed.sources import SyntheticMarket, default_symbols
 from pricing_ha.kafka.topics import create_topics, make_admin
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import Record, read_topic
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import parse_quote
@@ -43,7 +44,6 @@ from tests.integration.broker.broker_pause import (
     pause_broker,
     record_deliveries,
 )
-from tests.waiting import wait_for
 
 M = 2
 

@@ -37,7 +37,7 @@ from typing import IO, Any
 import pytest
 
 from pricing_ha.config import AppConfig
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 

@@ -29,7 +29,7 @@ from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record
 from pricing_ha.local.procs import ProcessGroup
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -12,8 +12,8 @@ import pytest
 
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster
 from pricing_ha.local.judging import judge
+from pricing_ha.local.waiting import wait_for
 from tests.demo_verdict import delivered_verdict
-from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -38,6 +38,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.health import read_health_file
 from pricing_ha.publishing.publisher import neli_group_id
 from tests.integration.hostile.hostile import ROLES, HostileMix, HostileRecord
@@ -51,7 +52,6 @@ from tests.integration.hostile.hostile_judge import (
     order_key,
     read_all,
 )
-from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(330)]
 

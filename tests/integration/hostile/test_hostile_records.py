@@ -16,9 +16,9 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from pricing_ha.dedupe.relay_clients import raw_group_id
 from pricing_ha.kafka.dead_letter import MAX_REASON_BYTES, PAYLOAD_CAP_BYTES
 from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.pricing import Price, encode_price
 from pricing_ha.publishing.quote_worker import quotes_group_id
-from tests.waiting import wait_for
 
 SYM = "EURUSD"
 

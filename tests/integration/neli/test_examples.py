@@ -14,8 +14,8 @@ import pytest
 
 from neli import Heartbeat, Mode, Neli, NeliConfig, OwnerDirectory, OwnerLookup, Variant
 from pricing_ha.local.procs import ProcessGroup
+from pricing_ha.local.waiting import wait_for, wait_for_async
 from tests.integration.neli_harness import SESSION_MS, member_config
-from tests.waiting import wait_for, wait_for_async
 
 
 def _hb(member: str, led: tuple[int, ...], sent_wall: float, group: str = "g") -> Heartbeat:

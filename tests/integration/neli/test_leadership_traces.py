@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from neli import Heartbeat, HeartbeatDecodeError, Neli, NeliConfig, trace_leadership
+from pricing_ha.local.waiting import wait_for, wait_for_async
 from pricing_ha.telemetry import load_spans
 from tests.integration.neli_harness import SESSION_MS, Cluster
-from tests.waiting import wait_for, wait_for_async
 
 S = SESSION_MS / 1000
 M = 4

@@ -12,8 +12,8 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from neli import EventKind, LeadershipEvent, Mode, Neli, Variant
+from pricing_ha.local.waiting import wait_for_async
 from tests.integration.neli_harness import SESSION_MS, member_config
-from tests.waiting import wait_for_async
 
 M = 2
 FAKE = "nobody/ffffffffffff"

@@ -25,8 +25,8 @@ from neli import (
     role_partition,
 )
 from pricing_ha.local.broker import LocalKafka
+from pricing_ha.local.waiting import wait_for_async
 from tests.integration.neli_harness import SESSION_MS, member_config
-from tests.waiting import wait_for_async
 
 S = SESSION_MS / 1000
 

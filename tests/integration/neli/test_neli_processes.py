@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pricing_ha.local import leadership_log
+from pricing_ha.local.waiting import wait_for
 from tests.integration.neli_harness import SESSION_MS, Cluster
-from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 T_NON_EXCLUSIVE = 2 * S  # the library default for non-exclusive mode

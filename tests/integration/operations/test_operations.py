@@ -10,9 +10,9 @@ import pytest
 
 from pricing_ha.config import load_config
 from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.health import broker_check, read_health_file
 from tests.unit.telemetry.prometheus_format import Family, parse
-from tests.waiting import wait_for
 
 
 @pytest.fixture

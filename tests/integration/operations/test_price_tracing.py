@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from pricing_ha.local.cluster import PricingCluster, pricing_cli
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.health import read_health_file
 from pricing_ha.telemetry import load_spans
 from tests.unit.telemetry.prometheus_format import parse, value
-from tests.waiting import wait_for
 
 S = PricingCluster.session_ms / 1000
 TICK_S = 0.1

@@ -7,7 +7,7 @@ import subprocess
 from typing import Any
 
 from pricing_ha.local.cluster import PricingCluster, pricing_cli
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 
 def test_status_marks_absent_groups_and_their_unled_partitions(cluster: PricingCluster) -> None:

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from neli import Mode, Neli, NeliConfig, Variant
 from pricing_ha.cli import app
 from pricing_ha.config import AppConfig, BrokerConfig, TopicsConfig
+from pricing_ha.local.waiting import wait_for_async
 from pricing_ha.status import InstrumentStatus, read_instrument_owners
 from tests.integration.neli_harness import SESSION_MS
-from tests.waiting import wait_for_async
 
 M = 4
 SYMBOLS = ("EURUSD", "GBPUSD", "SYM007")

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 import pricing_ha.cli.pipeline  # noqa: F401 - registers ``pipeline`` on the app
 from pricing_ha.cli import app
 from pricing_ha.config import load_app_config
-from pricing_ha.local.cluster import PricingCluster, wait_for
+from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.judging import judge
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.pipeline.ingest import ingest_batch
 from pricing_ha.pipeline.jobs import load_inputs, reconcile_job
 from pricing_ha.pipeline.report import report_job

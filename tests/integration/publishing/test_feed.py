@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from pricing_ha.cli import app
 from pricing_ha.kafka.partitioning import instrument_partition
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.quotes import Quote, parse_quote
-from tests.waiting import wait_for
 
 M = 4
 

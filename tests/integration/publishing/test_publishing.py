@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 
 from pricing_ha.local.cluster import PricingCluster, Record, by_group, missing
+from pricing_ha.local.waiting import wait_for
 from tests.integration.feed_end import end_feed_once_flowing
-from tests.waiting import wait_for
 
 S = PricingCluster.session_ms / 1000
 TICK_S = 0.1  # the feed's interval per instrument in these tests (10 Hz)

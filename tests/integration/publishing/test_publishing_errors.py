@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from pricing_ha.local.cluster import PricingCluster, pricing_cli
 from pricing_ha.local.procs import ProcessGroup
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 
 def _quote(instrument: str, seq: int, bid: float = 1.1, ask: float = 1.1002) -> bytes:

@@ -15,8 +15,8 @@ import pytest
 
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.local.waiting import wait_for
 from tests.integration.feed_end import end_feed_once_flowing
-from tests.waiting import wait_for
 
 TICK_S = 0.1
 RESUME_BOUND_S = 1.0

@@ -18,9 +18,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from pricing_ha.config import RelayConfig
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.telemetry.jsonl import load_spans
 from tests.integration.feed_end import end_feed_once_flowing
-from tests.waiting import wait_for
 
 TICK_S = 0.1  # the feed's rate: 10 quotes per second per instrument
 WINDOW_S = RelayConfig().reorder_window_ms / 1000

@@ -11,8 +11,8 @@ import time
 
 from pricing_ha.config import RelayConfig
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
+from pricing_ha.local.waiting import wait_for
 from tests.integration.feed_end import end_feed_once_flowing
-from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1

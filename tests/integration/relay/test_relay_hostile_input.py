@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from pricing_ha.dedupe.relayed import RELAYED_HEADERS
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.local.cluster import PricingCluster, Record
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.pricing import Price, decode_price, encode_price
-from tests.waiting import wait_for
 
 LIMIT = 1000  # instruments per partition, in the flood test
 

@@ -19,8 +19,8 @@ from pricing_ha.dedupe.lifecycle import PartitionState
 from pricing_ha.dedupe.relay import RelayStats, RelayWorker
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
 from pricing_ha.kafka.topics import create_topics, make_admin
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.telemetry import Telemetry
-from tests.waiting import wait_for
 
 M = 2
 S = PartitionState

@@ -18,9 +18,9 @@ from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.cluster import SESSION_MS, PricingCluster, Record
 from pricing_ha.local.procs import Proc, ProcessGroup
+from pricing_ha.local.waiting import wait_for
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.integration.relay.test_relay import _explain, _wait_exactly_once
-from tests.waiting import wait_for
 
 S = SESSION_MS / 1000
 TICK_S = 0.1

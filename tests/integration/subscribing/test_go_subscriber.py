@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.waiting import wait_for
 from tests.integration.feed_end import end_feed_once_flowing
 from tests.integration.relay.test_relay import _wait_exactly_once
-from tests.waiting import wait_for
 
 GO_DIR = Path(__file__).resolve().parents[3] / "examples" / "go-subscriber"
 # The first build downloads franz-go into the module cache (the Go module proxy).

@@ -19,10 +19,10 @@ from confluent_kafka import Producer
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.local.cluster import PricingCluster
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.pricing import Price as WirePrice
 from pricing_ha.publishing.pricing import encode_price
 from pricing_ha.subscribing.client import Gap, Price, PriceClient
-from tests.waiting import wait_for
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "python-subscriber.py"
 INSTRUMENTS = 8

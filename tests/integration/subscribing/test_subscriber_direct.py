@@ -13,9 +13,9 @@ from typing import Any
 
 from pricing_ha.config import load_app_config
 from pricing_ha.local.cluster import PricingCluster, by_group, missing
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.publisher import neli_group_id
 from pricing_ha.status import read_status
-from tests.waiting import wait_for
 
 TICK_S = 0.1  # the feed's interval per instrument (10 Hz)
 FEED_S = 14.0

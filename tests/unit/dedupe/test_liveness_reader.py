@@ -11,8 +11,8 @@ from confluent_kafka import KafkaException
 
 from pricing_ha.dedupe import liveness as liveness_module
 from pricing_ha.dedupe.liveness import Liveness, LivenessReader
+from pricing_ha.local.waiting import wait_for
 from tests.unit.dedupe.test_relay_detector import G, hb
-from tests.waiting import wait_for
 
 TOPIC = "pricing.neli"
 

@@ -18,10 +18,10 @@ from pricing_ha.dedupe.stats import RelayStats
 from pricing_ha.kafka.producers import (
     ReplaceableProducer,
 )
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.runner import WorkerMember
 from pricing_ha.member.worker import PartitionWorker
 from pricing_ha.telemetry import Telemetry
-from tests.waiting import wait_for
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer

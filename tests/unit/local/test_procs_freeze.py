@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pricing_ha.local.procs import _thread_states, freeze
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 # Four threads spinning on the CPU: the signal must stop all of them, not only the one that
 # takes it.

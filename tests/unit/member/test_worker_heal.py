@@ -8,9 +8,9 @@ import pytest
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message
 
 from pricing_ha.kafka.positions import any_unknown, committed_starts
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.member.worker import HEAL_MAX_S, HEAL_RETRY_S, PartitionWorker
 from tests.unit.kafka.test_kafka_positions import FakeConsumer
-from tests.waiting import wait_for
 
 
 class _PollingConsumer(FakeConsumer):

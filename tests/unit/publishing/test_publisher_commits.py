@@ -11,10 +11,10 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.producers import ReplaceableProducer
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.quote_worker import MESSAGE_TIMEOUT_MS, PublisherStats, QuoteWorker
 from pricing_ha.publishing.quotes import Quote, encode_quote
 from pricing_ha.telemetry import Telemetry
-from tests.waiting import wait_for
 
 CFG = AppConfig()
 QUOTES = CFG.topics.quotes
