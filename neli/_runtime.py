@@ -88,7 +88,7 @@ class Neli:
         self._sender: HeartbeatSender | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._watchdog: asyncio.Task[None] | None = None
-        self._ticked_by_callers = False  # closed: recovering()'s callers tick the watchdog
+        self._ticked_by_callers = False  # closed: takeover.recovering()'s callers tick it
         self._takeover = MemberTakeover(
             self._tracker,
             self._lock,
