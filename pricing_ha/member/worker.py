@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from neli import EventKind, LeadershipEvent
 from pricing_ha.errors import PricingError
 from pricing_ha.kafka.positions import coordinator_trouble, restart_unstarted
+from pricing_ha.member.commits import Commits
 
 log = logging.getLogger("pricing_ha.worker")
 
@@ -36,22 +37,6 @@ FLUSH_TIMEOUT_S = 30.0
 # A hand-over is accepted only while the rebalance still waits for it: well inside NELI's
 # barrier timeout (30 s by default), after which the group moves on without this member.
 HANDOVER_ACCEPT_S = 10.0
-# librdkafka starts fetching a partition added to the assignment only while none of the
-# consumer's offset commits is in flight (it might need them as the start position; see
-# rd_kafka_assignment_serve in rdkafka_assignment.c). A worker committing asynchronously after
-# every batch nearly always has one in flight on a loaded broker: in the fault drill, a relay's
-# partitions waited 1-5 s for their first record after a takeover. So commits are held back
-# while a partition just taken up has not delivered its first record, at most this long. (It
-# was 1 s: in the relay takeover benchmark's late rounds, on a slowed-down broker, partitions
-# taken over waited up to 13-18 s for their first record, which commits always in flight after
-# the first second would explain. Holding commits longer only means that a successor re-reads
-# a little more.)
-START_HOLD_S = 5.0
-# While its input is idle, a worker commits its partitions' last committed positions again this
-# often. Another member that still believed it owned a partition (a zombie, or one fencing
-# itself) may have committed an older position after ours: the group's position then stays
-# behind, and its lag says so, until new input arrives. Found by the relay simulation.
-RECOMMIT_IDLE_S = 1.0
 # How long a worker asks for its group's committed offsets (pricing_ha.kafka.positions), and
 # how soon it asks again when the coordinator did not answer.
 COMMITTED_TIMEOUT_S = 2.0
@@ -119,10 +104,7 @@ class PartitionWorker(abc.ABC):
         self.error: BaseException | None = None
         self.on_failure: Callable[[], object] = lambda: None
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
-        self._starting: dict[int, float] = {}  # taken up, no record read yet: since when
-        self._held: dict[tuple[str, int], TopicPartition] = {}  # commits held back meanwhile
-        self._committed: dict[tuple[str, int], TopicPartition] = {}  # the last sent, per partition
-        self._recommit_at = 0.0
+        self._commits = Commits()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -228,7 +210,7 @@ class PartitionWorker(abc.ABC):
 
     def starting(self, partitions: list[int], *, unknown: bool = False) -> None:
         """``partitions`` were just added to the consumer's assignment: hold commits until
-        each has delivered a record, or for :data:`START_HOLD_S` (see there).
+        each has delivered a record, or for :data:`~.commits.START_HOLD_S` (see there).
 
         ``unknown``: some were assigned without a known start, left to librdkafka's own look-up
         of the committed offset (:func:`pricing_ha.kafka.positions.any_unknown`): unstarted
@@ -236,8 +218,7 @@ class PartitionWorker(abc.ABC):
         again, backing off up to :data:`HEAL_MAX_S`, until every committed offset is known.
         """
         now = time.monotonic()
-        for partition in partitions:
-            self._starting[partition] = now
+        self._commits.start(partitions, now)
         if unknown:
             self.heal_at(now + HEAL_RETRY_S)
 
@@ -247,50 +228,24 @@ class PartitionWorker(abc.ABC):
         self._heal_at = when if self._heal_at is None else min(self._heal_at, when)
 
     def commit_async(self, offsets: list[TopicPartition], *, now: bool = False) -> None:
-        """Commit ``offsets`` asynchronously, unless a partition is starting (:meth:`starting`).
-
-        Held offsets are merged with later ones (the latest per partition wins) and go out with
-        the next commit that is not held. Holding a commit back never loses anything: whoever
-        reads the partition next re-reads a little more. ``now`` commits at once (a revocation's
-        barrier, a close), together with everything held.
-        """
-        for tp in offsets:
-            self._held[(tp.topic, tp.partition)] = tp
-        if self._starting and not now:
-            clock = time.monotonic()
-            for partition, since in list(self._starting.items()):
-                if clock - since >= START_HOLD_S:
-                    del self._starting[partition]
-            if self._starting:
-                return
-        if self._held:
-            commits = list(self._held.values())
-            self._held.clear()
-            self.consumer.commit(offsets=commits, asynchronous=True)
-            for tp in commits:
-                self._committed[(tp.topic, tp.partition)] = tp
-            self._recommit_at = time.monotonic() + RECOMMIT_IDLE_S
+        """Commit ``offsets`` asynchronously when the commit rules allow (:mod:`.commits`: held
+        while a partition starts, at most every :data:`~.commits.COMMIT_EVERY_S`); ``now`` (a
+        revocation's barrier, a close) commits at once, together with everything held."""
+        self._send(self._commits.due(offsets, now=now))
 
     def no_input(self) -> None:
         """A turn of the loop that read nothing: idle work, then commits."""
         self.idle()
-        if self._held:
-            self.commit_async([])  # what a starting partition held back
-        self.recommit_idle()
+        self._send(self._commits.idle())
 
-    def recommit_idle(self) -> None:
-        """Input idle: commit the active partitions' last positions again, at most every
-        :data:`RECOMMIT_IDLE_S` (see there)."""
-        if not self._committed or self._held or time.monotonic() < self._recommit_at:
-            return  # (anything held goes out with a later commit, newer than these)
-        self.commit_async(list(self._committed.values()))
+    def _send(self, commits: list[TopicPartition]) -> None:
+        if commits:
+            self.consumer.commit(offsets=commits, asynchronous=True)
 
     def note_read(self, batch: list[Message]) -> None:
         """The worker loop read ``batch``: its partitions have started (see :meth:`starting`)."""
-        for msg in batch:
-            self._starting.pop(msg.partition(), None)  # type: ignore[arg-type]
-            if not self._starting:
-                return
+        if self._commits.starting:
+            self._commits.read(batch)
 
     # -- machinery ----------------------------------------------------------------------------
 
@@ -362,8 +317,7 @@ class PartitionWorker(abc.ABC):
                 batch = [first, *self.consumer.consume(BATCH - 1, 0)]
                 if coordinator_trouble(batch):
                     self.heal_at(time.monotonic())
-                if self._starting:
-                    self.note_read(batch)
+                self.note_read(batch)
                 self.process(batch)
         except BaseException as exc:
             self.error = exc
@@ -431,8 +385,7 @@ class PartitionWorker(abc.ABC):
         """``partition`` is no longer worked on: what was committed for it is forgotten (taken
         up again later, it must not be committed again from before)."""
         self.active.discard(partition)
-        for key in [k for k in self._committed if k[1] == partition]:
-            del self._committed[key]
+        self._commits.forget(partition)
 
     def _reconcile(self) -> None:
         if self.wanted - self.active and not self.may_resume():

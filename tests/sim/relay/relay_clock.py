@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pricing_ha.dedupe
-from pricing_ha.member import worker as worker_mod
+import pricing_ha.member
 
 if TYPE_CHECKING:
     from tests.sim.relay.relay_world import World
@@ -120,12 +120,16 @@ def real_clocks(root: object, depth: int = 4) -> list[str]:
 
 def _time_users() -> list[Any]:
     """The relay's modules that read the ``time`` module: every module of
-    :mod:`pricing_ha.dedupe` that imports it, and the partition worker's. Found, not listed, so
-    that a new module cannot run on the real clock inside a simulation."""
-    package = pricing_ha.dedupe
-    names = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    :mod:`pricing_ha.dedupe` and of :mod:`pricing_ha.member` (the partition worker, its commits)
+    that imports it. Found, not listed, so that a new module cannot run on the real clock inside
+    a simulation."""
+    names = [
+        f"{package.__name__}.{m.name}"
+        for package in (pricing_ha.dedupe, pricing_ha.member)
+        for m in pkgutil.iter_modules(package.__path__)
+    ]
     mods = [importlib.import_module(name) for name in names]
-    return [m for m in [*mods, worker_mod] if getattr(m, "time", None) is time]
+    return [m for m in mods if getattr(m, "time", None) is time]
 
 
 @contextmanager

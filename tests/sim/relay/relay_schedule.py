@@ -199,8 +199,7 @@ def _turn(world: World, worker: RelayWorker, batch_max: int) -> None:
     consumer = cast("FakeConsumer", worker.consumer)
     batch = consumer.take(batch_max, world.rng)
     if batch:
-        if worker._starting:
-            worker.note_read(batch)
+        worker.note_read(batch)
         worker.process(batch)
     else:
         worker.no_input()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Message, TopicPartition
 
-from pricing_ha.member.worker import RECOMMIT_IDLE_S, START_HOLD_S, PartitionWorker
+from pricing_ha.member.commits import COMMIT_EVERY_S, RECOMMIT_IDLE_S, START_HOLD_S
+from pricing_ha.member.worker import PartitionWorker
 
 TOPIC = "in"
+pytestmark = pytest.mark.commit_interval
 
 
 class _Consumer:
@@ -67,12 +69,24 @@ def _record(partition: int) -> Message:
     return Message(topic=TOPIC, partition=partition, offset=0, value=b"x")
 
 
-def test_commits_go_out_at_once_when_nothing_is_starting(clock: _Clock) -> None:
-    """No partition starting: every commit is sent as it comes."""
+def test_commits_go_out_at_most_every_interval_merged(clock: _Clock) -> None:
+    """No partition starting: a commit goes out at once, the next ones no sooner than
+    COMMIT_EVERY_S later, merged (the latest per partition wins); an idle turn sends what is
+    held once it is due."""
     w = _Worker()
     w.commit_async([_tp(0, 5)])
+    assert w.commits == [[(0, 5)]]
     w.commit_async([_tp(0, 7), _tp(1, 2)])
-    assert w.commits == [[(0, 5)], [(0, 7), (1, 2)]]
+    w.commit_async([_tp(0, 8)])
+    w.no_input()
+    assert w.commits == [[(0, 5)]]
+    clock.now += COMMIT_EVERY_S * 1.1
+    w.commit_async([_tp(1, 3)])
+    assert w.commits == [[(0, 5)], [(0, 8), (1, 3)]]
+    w.commit_async([_tp(2, 1)])
+    clock.now += COMMIT_EVERY_S * 1.1
+    w.no_input()
+    assert w.commits[2:] == [[(2, 1)]]
 
 
 def test_a_starting_partition_holds_commits_until_its_first_record(clock: _Clock) -> None:
@@ -122,6 +136,7 @@ def test_idle_input_commits_the_last_positions_again(clock: _Clock) -> None:
     w = _Worker()
     w.active = {0, 1}
     w.commit_async([_tp(0, 5), _tp(1, 9)])
+    clock.now += COMMIT_EVERY_S * 1.1
     w.commit_async([_tp(0, 7)])
     w.no_input()
     assert w.commits == [[(0, 5), (1, 9)], [(0, 7)]]  # not yet: committed just now

@@ -39,8 +39,8 @@ def test_every_unit_folder_names_a_package_or_is_the_cross_cutting_one() -> None
 
 
 def test_no_test_module_sits_loose_in_tests_unit() -> None:
-    """tests/unit/ holds folders only: every test and helper module is in one of them."""
-    assert _loose(TESTS / "unit", {"__init__.py"}) == []
+    """tests/unit/ holds folders only (and its conftest): every test and helper module is in one."""
+    assert _loose(TESTS / "unit", PACKAGE_FILES) == []
 
 
 def test_unit_folders_are_flat() -> None:
