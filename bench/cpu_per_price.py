@@ -137,11 +137,23 @@ def _quote_batches(n_batches: int, instruments: list[str], partitions: int) -> l
             seqs[name] += 1
             partition = hash(name) % partitions
             bid = round(price + (seqs[name] % 97) * 1e-5, 5)
-            q = Quote(instrument=name, seq=seqs[name], bid=bid, ask=round(bid + 2e-5, 5),
-                      source_time_ns=time.time_ns(), epoch=EPOCH)
-            batch.append(Message(topic="md.quotes", partition=partition,
-                                 offset=offsets[partition], key=name.encode(),
-                                 value=encode_quote(q)))
+            q = Quote(
+                instrument=name,
+                seq=seqs[name],
+                bid=bid,
+                ask=round(bid + 2e-5, 5),
+                source_time_ns=time.time_ns(),
+                epoch=EPOCH,
+            )
+            batch.append(
+                Message(
+                    topic="md.quotes",
+                    partition=partition,
+                    offset=offsets[partition],
+                    key=name.encode(),
+                    value=encode_quote(q),
+                )
+            )
             offsets[partition] += 1
         batches.append(batch)
     return batches
@@ -151,68 +163,98 @@ def _raw_batches(quote_batches: list[list[Message]], cfg: AppConfig) -> list[lis
     """``prices.raw`` as two groups write it: each price twice, P1's copy then P2's."""
     book = ParamsBook.from_config(cfg.pricing)
     offsets: dict[int, int] = {}
-    out = []
+    out: list[list[Message]] = []
     for batch in quote_batches:
         raw = []
         for msg in batch:
             value = msg.value()
             assert value is not None
-            q = cast(Quote, _decode_quote(value))
+            q = _decode_quote(value)
             price = encode_price(book.price(q))
             for group in ("p1", "p2"):
                 partition = cast(int, msg.partition())
                 offset = offsets.get(partition, 0)
                 offsets[partition] = offset + 1
-                raw.append(Message(
-                    topic="prices.raw", partition=partition, offset=offset, key=msg.key(),
-                    value=price,
-                    headers=[("seq", str(q.seq).encode()), ("group", group.encode()),
-                             ("member", b"a"), ("publish_ns", str(time.time_ns()).encode())],
-                ))
+                raw.append(
+                    Message(
+                        topic="prices.raw",
+                        partition=partition,
+                        offset=offset,
+                        key=msg.key(),
+                        value=price,
+                        headers=[
+                            ("seq", str(q.seq).encode()),
+                            ("group", group.encode()),
+                            ("member", b"a"),
+                            ("publish_ns", str(time.time_ns()).encode()),
+                        ],
+                    )
+                )
         # A consumer's batch is at most BATCH records: split.
-        out.extend(raw[i:i + BATCH] for i in range(0, len(raw), BATCH))
+        out.extend(raw[i : i + BATCH] for i in range(0, len(raw), BATCH))
     return out
 
 
 def _decode_quote(value: bytes) -> Quote:
     from pricing_ha.publishing.quotes import parse_quote
-    q = parse_quote(value, json.loads(value)["instrument"].encode())
-    return q
+
+    return parse_quote(value, json.loads(value)["instrument"].encode())
 
 
 def _publisher(cfg: AppConfig, mock: bool) -> QuoteWorker:
-    worker = QuoteWorker(cfg, "p1", "a", lambda _p: True, PublisherStats(),
-                         telemetry=Telemetry.noop("bench"))
+    worker = QuoteWorker(
+        cfg, "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("bench")
+    )
     worker.consumer.close()
     worker.consumer = cast(Any, _FakeConsumer())
     factory = _mock_producer if mock else _FakeProducer
     worker.producer = ReplaceableProducer(
-        {**worker.producer._config}, name="bench", logger=logging.getLogger("bench"),  # noqa: SLF001
+        {**worker.producer._config},
+        name="bench",
+        logger=logging.getLogger("bench"),
         factory=factory,
     )
     for partition in range(cfg.topics.partitions):
         worker.assign(partition)
         worker.active.add(partition)
-    worker.note_read([Message(topic="md.quotes", partition=p, offset=0)
-                      for p in range(cfg.topics.partitions)])
+    worker.note_read(
+        [Message(topic="md.quotes", partition=p, offset=0) for p in range(cfg.topics.partitions)]
+    )
     return worker
 
 
 def _relay(cfg: AppConfig, mock: bool) -> tuple[HotPath, OutputProducers]:
     stats = RelayStats()
     factory = cast(Callable[[dict[str, Any]], Producer], _mock_producer if mock else _FakeProducer)
-    producers = OutputProducers(cfg, "r1", "pricing.relay.raw", stats=stats,
-                                producer_factory=factory)
+    producers = OutputProducers(
+        cfg, "r1", "pricing.relay.raw", stats=stats, producer_factory=factory
+    )
     partitions = list(range(cfg.topics.partitions))
     producers.fences.fence(partitions, 10.0)
-    out = RelayOutput(cfg, "r1", "pricing.relay.raw", producers, lambda _p: True, stats=stats,
-                      telemetry=Telemetry.noop("bench"))
+    out = RelayOutput(
+        cfg,
+        "r1",
+        "pricing.relay.raw",
+        producers,
+        lambda _p: True,
+        stats=stats,
+        telemetry=Telemetry.noop("bench"),
+    )
     raw = SimpleNamespace(commits=lambda *_a: [], rewind=lambda *_a: True)
     read_ahead = SimpleNamespace(reading=lambda: False, skipping=False, replaying=False)
-    hot = HotPath(out, cast(RawInput, raw), cast(ReadAhead, read_ahead), window_s=0.5,
-                  may_emit=lambda _p: True, handing_over=lambda _p: False,
-                  asked=lambda _p: False, active=set(partitions), drop=lambda _p: None,
-                  commit=lambda _c: None, limits=cfg.limits)
+    hot = HotPath(
+        out,
+        cast(RawInput, raw),
+        cast(ReadAhead, read_ahead),
+        window_s=0.5,
+        may_emit=lambda _p: True,
+        handing_over=lambda _p: False,
+        asked=lambda _p: False,
+        active=set(partitions),
+        drop=lambda _p: None,
+        commit=lambda _c: None,
+        limits=cfg.limits,
+    )
     for partition in partitions:
         hot.take_up(partition, {})
     return hot, producers
@@ -225,7 +267,9 @@ def _timed(run: Callable[[], int]) -> tuple[float, float, int]:
     return time.thread_time() - t, time.process_time() - p, n
 
 
-def bench_publisher(cfg: AppConfig, batches: list[list[Message]], mock: bool) -> tuple[float, float, int]:
+def bench_publisher(
+    cfg: AppConfig, batches: list[list[Message]], mock: bool
+) -> tuple[float, float, int]:
     worker = _publisher(cfg, mock)
 
     def run() -> int:
@@ -237,11 +281,13 @@ def bench_publisher(cfg: AppConfig, batches: list[list[Message]], mock: bool) ->
 
     result = _timed(run)
     assert worker.stats.priced == len(batches) * BATCH, worker.stats
-    assert not worker._pending or all(not q for q in worker._pending.values())  # noqa: SLF001
+    assert not worker._pending or all(not q for q in worker._pending.values())
     return result
 
 
-def bench_relay(cfg: AppConfig, batches: list[list[Message]], mock: bool) -> tuple[float, float, int]:
+def bench_relay(
+    cfg: AppConfig, batches: list[list[Message]], mock: bool
+) -> tuple[float, float, int]:
     hot, producers = _relay(cfg, mock)
 
     def run() -> int:
@@ -250,7 +296,7 @@ def bench_relay(cfg: AppConfig, batches: list[list[Message]], mock: bool) -> tup
         return sum(len(b) for b in batches) // 2
 
     result = _timed(run)
-    assert producers._stats.relayed == result[2], producers._stats  # noqa: SLF001
+    assert producers._stats.relayed == result[2], producers._stats
     producers.fences.close()
     return result
 
@@ -287,12 +333,19 @@ def main() -> None:
         runs = [bench() for _ in range(args.runs)]
         thread_us = min(r[0] / r[2] for r in runs) * 1e6
         process_us = min(r[1] / r[2] for r in runs) * 1e6
-        print(json.dumps({
-            "role": role, "producer": args.producer, "prices": runs[0][2],
-            "thread_cpu_us_per_price": round(thread_us, 2),
-            "process_cpu_us_per_price": round(process_us, 2),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "role": role,
+                    "producer": args.producer,
+                    "prices": runs[0][2],
+                    "thread_cpu_us_per_price": round(thread_us, 2),
+                    "process_cpu_us_per_price": round(process_us, 2),
+                    "load_avg_1m": round(os.getloadavg()[0], 2),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
