@@ -62,7 +62,7 @@ def test_a_dropped_copy_builds_neither_value_nor_headers(monkeypatch: pytest.Mon
     allow-listed."""
     built: list[int] = []
     encoded: list[int] = []
-    real_headers, real_encode = relayed.relayed_headers, records.encode_price
+    real_headers, real_encode = relayed.relayed_headers, encode_price
 
     def headers(raw: Any, seq: int) -> Any:
         built.append(seq)
