@@ -379,7 +379,7 @@ class QuoteWorker(PartitionWorker):
         share: Share,
         process: Span | None,
     ) -> bool:
-        on_delivery: Callable[[KafkaError | None, Message], None] = share.delivered
+        on_delivery: Callable[[KafkaError | None, Message], None] = share.on_delivery
         try:
             quote = parse_quote(msg.value(), msg.key())
             check = self._guards[partition].check(quote.instrument, quote.seq, quote.epoch)
