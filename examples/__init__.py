@@ -1,4 +1,5 @@
-"""Runnable uses of ``neli`` beyond pricing (each tested in ``tests/integration/test_examples.py``).
+"""Runnable uses of ``neli`` beyond pricing (each tested in
+``tests/integration/neli/test_examples.py``).
 
 * :mod:`examples.owner_lookup`: which member of group G owns key K now, and since when, read
   from the members' own heartbeats (no extra topic).

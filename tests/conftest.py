@@ -8,6 +8,7 @@ under ``tests/integration`` is marked ``integration`` automatically.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from confluent_kafka.cimpl import NewTopic
 from hypothesis import HealthCheck, settings
 
 from pricing_ha.local.broker import LocalKafka
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 BOOTSTRAP_ENV = "PRICING_HA_BOOTSTRAP"
 
@@ -53,6 +54,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _INTEGRATION_DIR in item.path.parents:
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _root_log_filters_restored() -> Iterator[None]:
+    """Undo filters a command adds to the root logger's handlers (``configure_logging``).
+
+    pytest's capture handlers live for the whole session: a connection-log filter a CLI test
+    left on them would hide, in every later test, the records ``caplog`` is asked about.
+    """
+    handlers = {h: list(h.filters) for h in logging.getLogger().handlers}
+    yield
+    for handler, filters in handlers.items():
+        handler.filters[:] = filters
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@
 # Each role may connect, describe the six topics (every command checks the layout first), read
 # and write exactly the topics its role reads and writes, and use exactly its consumer groups and
 # transactional ids: the rights of its role in pricing_ha/security/roles.py, which
-# tests/unit/test_security_terraform.py compares with the policy below (docs/threat-model.md).
+# tests/unit/security/test_security_terraform.py compares with the policy below (docs/threat-model.md).
 # Nothing is granted on "*" for Kafka; a name ending in "*" is a prefix.
 
 locals {

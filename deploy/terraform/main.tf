@@ -39,7 +39,7 @@ locals {
 
   # Every service: which AZ indexes it may run in, its command, and what it reads and writes.
   # topic roles: "read" = consume, "write" = produce. The rights are those of the service's role
-  # in pricing_ha/security/roles.py (the one table; tests/unit/test_security_terraform.py
+  # in pricing_ha/security/roles.py (the one table; tests/unit/security/test_security_terraform.py
   # compares them): consumer groups and transactional ids it uses, a trailing "*" a prefix.
   services = {
     p1 = {

@@ -3,7 +3,7 @@
 Apache Kafka answers a waiting fetch as soon as a record arrives (``fetch.min.bytes`` 1), so
 ``fetch.wait.max.ms`` costs a consumer at the tail no latency; what it sets is how often an
 idle consumer asks again: 1000 / FETCH_WAIT_MS fetch requests a second per consumer and
-broker, which is most of the broker's work while prices trickle (``bench/broker_load.py``).
+broker, which is most of the broker's work while prices trickle (``bench/broker/load.py``).
 It also bounds how long a partition added to a consumer's assignment (a takeover) may wait
 for the fetch already in flight before it is asked for, so it is not raised further.
 """

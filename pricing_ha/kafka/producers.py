@@ -72,7 +72,7 @@ _LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000  # librdkafka's default message.timeout
 #: 5 in flight and 3 % at 1 (and 4 % with idempotence off). In the drill's cluster each
 #: publisher went from 10-23 % of a core to 8-11 %, and the machine's load average from 2-9 to
 #: 2-5. One request at a time costs no throughput: what arrives meanwhile goes in the next
-#: one (``bench/publish_throughput.py``, same run: 24,860 quotes/s by two members against
+#: one (``bench/publishing/throughput.py``, same run: 24,860 quotes/s by two members against
 #: 21,443 at 5 in flight).
 PRODUCER_DEFAULTS: Mapping[str, ConfigValue] = {
     "enable.sparse.connections": False,

@@ -1,15 +1,15 @@
 """Broker faults on a local three-node cluster: whom to hit, and when it has healed.
 
-The fault tests (tests/integration/test_broker_faults.py), the demo (``pricing-ha demo --nodes
-3``) and the broker-fault benchmark pick their victim from what the cluster reports now, not
-from a guess (leadership and coordination move with every fault): the node leading most
-partitions of a topic (:func:`leader_counts`, :func:`busiest_leader`, :func:`partition_leaders`),
-the node coordinating a consumer group (:func:`coordinator`) or most of several
-(:func:`coordinator_of`: the publishing groups' common-mode fault), and they wait for the
-cluster to be whole again (:func:`wait_full_isr`: every partition led, every replica in sync)
-before the next fault. :func:`rolling_restart` restarts every node in turn as a managed patch
-does; :func:`wipe_data` deletes a stopped node's partition data, as a replaced disk would,
-keeping what a separate metadata disk would keep.
+The fault tests (tests/integration/broker/test_broker_faults.py), the demo
+(``pricing-ha demo --nodes 3``) and the broker-fault benchmark pick their victim from what the
+cluster reports now, not from a guess (leadership and coordination move with every fault): the node
+leading most partitions of a topic (:func:`leader_counts`, :func:`busiest_leader`,
+:func:`partition_leaders`), the node coordinating a consumer group (:func:`coordinator`) or most of
+several (:func:`coordinator_of`: the publishing groups' common-mode fault), and they wait for the
+cluster to be whole again (:func:`wait_full_isr`: every partition led, every replica in sync) before
+the next fault. :func:`rolling_restart` restarts every node in turn as a managed patch does;
+:func:`wipe_data` deletes a stopped node's partition data, as a replaced disk would, keeping what a
+separate metadata disk would keep.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from pricing_ha.kafka.headers import header_dict, is_control
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.seqs import value_seq
+from pricing_ha.local.waiting import wait_for
 
 #: S for local runs; tests may override with PRICING_HA_TEST_SESSION_MS (real Kafka: >= 6000).
 SESSION_MS = int(os.environ.get("PRICING_HA_TEST_SESSION_MS", "3000"))
@@ -245,7 +246,7 @@ class PricingCluster:
                 lambda: all({p for p, m in view.leaders(g).items() if m} == every for g in ids),
                 timeout,
                 f"{groups} to lead every partition",
-                poll=0.2,
+                interval_s=0.2,
             )
         finally:
             view.close()
@@ -277,13 +278,3 @@ def missing(have: set[tuple[str, int]], expected: dict[str, int]) -> list[tuple[
     return [
         (i, s) for i, last in expected.items() for s in range(1, last + 1) if (i, s) not in have
     ]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, poll: float = 0.5) -> None:
-    """Poll ``cond`` (which may be slow: it reads topics) until true, or fail."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

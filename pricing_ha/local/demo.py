@@ -29,7 +29,7 @@ import orjson
 
 from pricing_ha.dedupe.relay import relay_group_id
 from pricing_ha.local.broker import LocalKafka
-from pricing_ha.local.cluster import PricingCluster, Record, wait_for
+from pricing_ha.local.cluster import PricingCluster, Record
 from pricing_ha.local.demo_faults import BrokerFaults, Zones
 from pricing_ha.local.demo_report import (
     RunRecord,
@@ -44,6 +44,7 @@ from pricing_ha.local.demo_view import LiveView
 from pricing_ha.local.judging import judge
 from pricing_ha.local.procs import ProcessGroup
 from pricing_ha.local.verdict import Fault, SilenceBound, State, Verdict
+from pricing_ha.local.waiting import wait_for
 from pricing_ha.publishing.publisher import neli_group_id
 
 

@@ -70,9 +70,12 @@ _JVM_OPTIONS = [
     "-Djava.awt.headless=true",
 ]
 
+# monitorInterval: the file is read again within a second of a change, which lets a benchmark
+# switch the request log on while the broker runs (bench.broker.requests).
 LOG4J2 = """\
 Configuration:
   status: warn
+  monitorInterval: 1
   Appenders:
     Console:
       name: STDOUT

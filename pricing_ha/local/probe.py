@@ -102,9 +102,9 @@ def _telemetry(args: argparse.Namespace) -> Telemetry | None:
     )
 
 
-async def run(args: argparse.Namespace) -> None:
-    """Join the group and record until SIGTERM/SIGINT."""
-    config = NeliConfig(
+def neli_config(args: argparse.Namespace) -> NeliConfig:
+    """The member's configuration from its command line (also the election benchmark's)."""
+    return NeliConfig(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
         topic=args.topic,
@@ -115,6 +115,11 @@ async def run(args: argparse.Namespace) -> None:
         pulse_interval_ms=args.pulse_ms,
         member_name=args.name,
     )
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Join the group and record until SIGTERM/SIGINT."""
+    config = neli_config(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,8 +5,8 @@ MSK's IAM access control names Kafka resources by ARN (``cluster/``, ``topic/``,
 ``kafka-cluster:`` actions. :func:`iam_grants` gives a role's ``(action, resource)`` pairs, the
 resource written ``topic/<name>``, ``group/<id>``, ``transactional-id/<id>`` or ``cluster``
 (a trailing ``*`` is a wildcard, as in the ARN). The Terraform builds its policies from its own
-``local.services`` table; ``tests/unit/test_security_terraform.py`` evaluates those policies and
-compares them with these pairs, role by role.
+``local.services`` table; ``tests/unit/security/test_security_terraform.py`` evaluates those
+policies and compares them with these pairs, role by role.
 
 =======================  ===========================================================
 the table says           MSK IAM actions

@@ -4,8 +4,8 @@ Each process of a deployment runs as one principal with the rights of its :class
 others. The table (:func:`role_table`) is the single source: :mod:`.acls` turns it into Kafka
 ACLs for the local broker (SASL/SCRAM over TLS, ``StandardAuthorizer``), and
 ``deploy/terraform`` names the same rights in its IAM policies (``local.services`` in
-``main.tf``; ``tests/unit/test_security_terraform.py`` compares the two). docs/threat-model.md
-says what the grants enforce and what they cannot.
+``main.tf``; ``tests/unit/security/test_security_terraform.py`` compares the two).
+docs/threat-model.md says what the grants enforce and what they cannot.
 
 Every role may connect and describe the six topics (each command checks the topic layout
 first). Beyond that:
@@ -31,8 +31,8 @@ role            reads               writes                      groups / transac
 A name ending in ``*`` is a prefix (a Kafka ``PREFIXED`` pattern; an IAM ARN wildcard). The
 group ids and transactional ids are the ones the code builds (``neli_group_id``,
 ``quotes_group_id``, ``relay_group_id``, ``raw_group_id``, the relay's standby reader and
-output fences, the subscriber); ``tests/unit/test_security_roles.py`` builds each and checks
-it is granted.
+output fences, the subscriber); ``tests/unit/security/test_security_roles.py`` builds each and
+checks it is granted.
 """
 
 from __future__ import annotations

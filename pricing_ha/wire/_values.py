@@ -9,7 +9,7 @@ integer, an integer is a number), which fields may be left out (``epoch``: 0), r
 fields are ignored, as the readers ignore them. A rule that spans fields (``bid <= ask``, the
 key equals ``instrument``) is in the field's description and in the AsyncAPI document.
 
-``tests/unit/test_wire_contract.py`` decodes what the real encoders write with these structs,
+``tests/unit/wire/test_wire_contract.py`` decodes what the real encoders write with these structs,
 so they cannot drift from the code; the JSON Schema files in ``docs/schemas/`` are generated
 from them (:mod:`pricing_ha.wire.schemas`).
 """

@@ -6,7 +6,7 @@
     python -m pricing_ha.wire.schemas --write    # regenerate docs/schemas and docs/asyncapi.json
     python -m pricing_ha.wire.schemas            # check: exit 1 and name each stale file
 
-``tests/unit/test_wire_schemas.py`` fails when the committed copies differ from what the code
+``tests/unit/wire/test_wire_schemas.py`` fails when the committed copies differ from what the code
 generates, so a struct changed without regenerating does not land.
 """
 

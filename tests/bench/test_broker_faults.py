@@ -1,12 +1,14 @@
-"""broker_faults.py: the silence it measures on arrivals, and its goals block."""
+"""The broker-fault benchmark (bench.broker.faults): the silence it measures on arrivals, and its
+goals block."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from _broker_fault_rounds import longest_silence
-from broker_faults import goals
+
+from bench.broker.fault_rounds import longest_silence
+from bench.broker.faults import goals
 
 _OK = {"ok": True, "missing": 0, "duplicates": 0, "out_of_order": 0}
 

@@ -1,15 +1,16 @@
-"""What relay_takeover.py judges from prices: zombie records, takeovers, seq defects, config."""
+"""What the relay takeover benchmark judges from prices: zombie records, takeovers, seq defects,
+config."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
-from _pipeline import locate_defects, seq_defects
-from _takeover_checks import relay_section, takeovers_in, zombie_records
 
+from bench.relay_failover.checks import relay_section, takeovers_in, zombie_records
 from pricing_ha.config import AppConfig, RelayConfig, load_config
 from pricing_ha.local.cluster import Record
+from pricing_ha.local.tails import locate_defects, seq_defects
 
 
 def _price(partition: int, offset: int, instrument: str, seq: int, epoch: int = 0) -> Record:

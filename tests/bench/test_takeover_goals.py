@@ -1,10 +1,11 @@
-"""The goals block of relay_takeover.py: each goal's figure, and met only when measured within."""
+"""The goals block of bench.relay_failover.takeover: each goal's figure, and met only when measured
+within."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from _takeover_goals import as_specified, goals
+from bench.relay_failover.goals import as_specified, goals
 
 _CLEAN = {"duplicates": 0, "out_of_order": 0, "gaps": 0}
 

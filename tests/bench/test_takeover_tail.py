@@ -1,4 +1,5 @@
-"""relay_takeover.py's reader of prices on a real broker: what it keeps and what it judges."""
+"""The relay takeover benchmark's reader of prices on a real broker: what it keeps and what it
+judges."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import time
 import uuid
 
 import pytest
-from _takeover_checks import takeovers_in, zombie_records
-from _topic_gaps import PricesTail
 from confluent_kafka import Producer
 
+from bench.common.topic_gaps import PricesTail
+from bench.relay_failover.checks import takeovers_in, zombie_records
 from pricing_ha.kafka.headers import CONTROL_HEADER
+from pricing_ha.local.waiting import wait_for
 from tests.conftest import TopicFactory
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

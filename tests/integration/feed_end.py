@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pricing_ha.local.cluster import PricingCluster
-from tests.waiting import wait_for
+from pricing_ha.local.waiting import wait_for
 
 
 def end_feed_once_flowing(

@@ -1,0 +1,1 @@
+"""What several benchmarks share: a loaded pricing cluster, topic gaps, process CPU, the report."""

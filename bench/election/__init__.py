@@ -1,0 +1,1 @@
+"""NELI beside ZooKeeper's and etcd's leader elections."""

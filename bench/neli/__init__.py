@@ -1,0 +1,1 @@
+"""NELI: takeover time after SIGKILL and the cost of asking "do I lead this?"."""

@@ -1,0 +1,1 @@
+"""The Spark pipeline: ingest rate and the availability job."""

@@ -1,0 +1,1 @@
+"""The price path: line rate beside bare forwarders, end to end, flame graphs, memory in a flood."""

@@ -1,0 +1,1 @@
+"""Telemetry: what tracing a share of prices costs."""

@@ -1,0 +1,1 @@
+"""The local Apache Kafka, its faults, topics, security, and recovery from them."""

@@ -1,0 +1,1 @@
+"""Whole-topology runs: the fault drill, the demo, soaks, the AZ rehearsal."""

@@ -1,0 +1,1 @@
+"""Hostile records (issue 45) written into running members, judged from outside."""

@@ -1,0 +1,1 @@
+"""NELI against a real broker: in-process members, OS processes, traces, examples."""

@@ -1,0 +1,1 @@
+"""Operations against a real broker: metrics, health, telemetry, status."""

@@ -1,0 +1,1 @@
+"""The Spark pipeline against a real broker."""

@@ -1,0 +1,1 @@
+"""Publishing groups and the feed against a real broker."""

@@ -1,0 +1,1 @@
+"""The relay against a real broker: fail-overs, fences, moves, lifecycles."""

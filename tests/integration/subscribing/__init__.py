@@ -1,0 +1,1 @@
+"""Subscribers against a real broker: the client, direct mode, the Go example."""

@@ -1,0 +1,1 @@
+"""Relay fail-over simulation: real relay workers, fake clients, simulated time, no broker."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.config`` (settings, validation, client translations)."""

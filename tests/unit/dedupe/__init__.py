@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.dedupe`` (the relay: hot path, standby, detector, lifecycles)."""

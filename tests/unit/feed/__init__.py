@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.feed`` (the quote feed)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.kafka`` (producers, positions, partitioner, topics, dead letters)."""

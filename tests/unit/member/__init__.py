@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.member`` (the worker and runner of a member)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``neli`` (the leadership library)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.pipeline`` (the analytical path)."""

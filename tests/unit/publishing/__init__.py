@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.publishing`` (quotes, pricing, the publisher)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.subscribing`` (the subscriber and its client)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pricing_ha.telemetry`` (traces, metrics, health, logs)."""
