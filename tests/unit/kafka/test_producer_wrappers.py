@@ -6,7 +6,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from tests.unit.producer_fakes import FakeError, make
+from tests.unit.kafka.producer_fakes import FakeError, make
 
 
 def test_one_callback_is_wrapped_once_and_still_called_per_record() -> None:

@@ -21,7 +21,8 @@ process (``time.process_time``, which includes librdkafka's threads and the mock
 CPU time is much less sensitive to other load on the machine than wall time, but not immune
 (caches, frequency): say "under shared load" when the machine was not idle.
 
-Run: ``.venv/bin/python bench/cpu_per_price.py [--role publisher|relay|both] [--profile]``
+Run: ``.venv/bin/python -m bench.price_path.cpu_per_price [--role publisher|relay|both]``
+(``--profile``: a cProfile of one run instead).
 """
 
 from __future__ import annotations
@@ -32,14 +33,10 @@ import json
 import logging
 import os
 import pstats
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
@@ -303,7 +300,7 @@ def bench_relay(
 
 def main() -> None:
     """Measure; print a JSON line per role."""
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="python -m bench.price_path.cpu_per_price")
     parser.add_argument("--role", choices=["publisher", "relay", "both"], default="both")
     parser.add_argument("--producer", choices=["mock", "fake"], default="mock")
     parser.add_argument("--batches", type=int, default=40)

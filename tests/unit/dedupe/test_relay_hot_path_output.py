@@ -9,7 +9,7 @@ import pytest
 
 from pricing_ha.dedupe import hot_path, records, relayed
 from pricing_ha.publishing.pricing import Price, encode_price
-from tests.unit.relay_hot_path import Relay
+from tests.unit.dedupe.relay_hot_path import Relay
 
 PRICE = Price(instrument="EURUSD", seq=1, bid=1.0, ask=1.1, mid=1.05, source_time_ns=5)
 TRACEPARENT = b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-00"  # well-formed, not sampled
