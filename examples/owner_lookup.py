@@ -1,10 +1,10 @@
 """Which member of group G owns key K now, and since when: answered from NELI heartbeats.
 
-The lookup itself is :class:`neli.OwnerLookup` (and its pure part, :class:`neli.OwnerDirectory`):
-every NELI heartbeat names the partitions its sender leads, so a process that is not a member
-of any group can read the NELI topic and say who leads what, with no extra topic and no extra
-traffic. Its staleness bound and what "since" means are in :mod:`neli._owners`; pricing-ha's
-own use is ``pricing-ha status --instrument SYM``.
+The lookup itself is :class:`neli.OwnerLookup` (and its pure part,
+:class:`neli.wire.OwnerDirectory`): every NELI heartbeat names the partitions its sender leads, so a
+process that is not a member of any group can read the NELI topic and say who leads what, with no
+extra topic and no extra traffic. Its staleness bound and what "since" means are in
+:mod:`neli._owners`; pricing-ha's own use is ``pricing-ha status --instrument SYM``.
 
 Run ``python -m examples.owner_lookup BOOTSTRAP TOPIC GROUP KEY`` to print the owners once.
 """

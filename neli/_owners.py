@@ -195,7 +195,7 @@ class OwnerLookup:
 
     @property
     def heartbeats_rejected(self) -> Mapping[str, int]:
-        """Records read and refused, per reason (see :class:`neli.HeartbeatDecodeError`)."""
+        """Records read and refused, per reason (see :class:`neli.wire.HeartbeatDecodeError`)."""
         return self._rejections.by_reason()
 
     def _run(self, consumer: Consumer) -> None:

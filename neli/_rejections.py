@@ -63,7 +63,7 @@ class Rejections:
         """Count one refused record and warn, unless a warning was logged recently.
 
         Args:
-            reason: the short reason (:attr:`neli.HeartbeatDecodeError.reason`).
+            reason: the short reason (:attr:`neli.wire.HeartbeatDecodeError.reason`).
             where: where the record was read, e.g. ``"pricing.neli[3]@1234"``.
             detail: what was wrong with it (bounded by the caller).
         """

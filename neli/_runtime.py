@@ -37,8 +37,10 @@ from neli._poller import Poller
 from neli._rejections import Rejections
 from neli._roles import role_partition
 from neli._status import NeliStatus
+from neli._takeover import MemberTakeover
 from neli._topic import topic_partitions
 from neli._tracker import LeadershipTracker
+from neli.takeover import Takeover
 
 log = logging.getLogger("neli")
 
@@ -86,7 +88,14 @@ class Neli:
         self._sender: HeartbeatSender | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._watchdog: asyncio.Task[None] | None = None
-        self._ticked_by_callers = False  # closed: recovering()'s callers tick the watchdog
+        self._ticked_by_callers = False  # closed: takeover.recovering()'s callers tick it
+        self._takeover = MemberTakeover(
+            self._tracker,
+            self._lock,
+            clock,
+            pulse_now=self._pulse_now,
+            closed=lambda: self._ticked_by_callers,
+        )
         self._poller: Poller | None = None
         self._closed = False
         self._failure: BaseException | None = None
@@ -251,6 +260,12 @@ class Neli:
             if self._poller is not None:
                 self._poller.stop()
 
+    def _pulse_now(self) -> None:
+        """Publish heartbeats at once (from any thread), if running."""
+        if self._loop is not None and self._sender is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._loop.call_soon_threadsafe(self._sender.pulse)
+
     def _on_poll_failure(self, exc: BaseException) -> None:
         """The poll thread ended on ``exc`` (called from that thread): :meth:`wait` raises it."""
         self._failure = exc
@@ -314,73 +329,11 @@ class Neli:
         with self._lock:
             return self._tracker.assigned()
 
-    def in_grace(self) -> frozenset[int]:
-        """Exclusive mode: partitions assigned to this member and still in their grace period."""
-        with self._lock:
-            return self._tracker.in_grace(self._clock.monotonic(), self._clock.wall())
-
-    def end_grace(self, partition: int) -> bool:
-        """Exclusive mode: end ``partition``'s grace period now; returns whether one was running.
-
-        The grace period after a new assignment exists because an earlier holder may still be
-        acting (it has not noticed yet that it lost the partition). Call this only with proof
-        that none can: for example a *release* record that the previous holder wrote after its
-        last act, found at the end of a totally ordered log this member has just read to its
-        end, with nothing after it. Leadership still needs this member's own fresh heartbeat
-        (and no stall), as always.
-        """
-        with self._lock:
-            ended = self._tracker.end_grace(partition, self._clock.monotonic())
-        if ended and self._loop is not None and self._sender is not None:
-            # Prove ownership at once instead of at the next pulse.
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                self._loop.call_soon_threadsafe(self._sender.pulse)
-        return ended
-
-    def assigned_since(self, partition: int) -> float | None:
-        """Fast variant: the wall time at which ``partition`` was (last) assigned to this
-        member (the ``since`` its heartbeats carry), or ``None`` if it is not assigned."""
-        with self._lock:
-            return self._tracker.since(partition)
-
-    def previous_holder_silent_s(self, partition: int) -> float | None:
-        """Fast variant, exclusive mode: seconds since the previous holder of ``partition``
-        (assigned to this member) sent its last heartbeat, or ``None`` if that is not known.
-
-        Known once this member's own first heartbeat on the partition has come back, if the
-        latest heartbeat of another member of the group read there before it named the
-        partition as led (the evidence that ends a grace period early: see ``neli._tracker``).
-        The previous holder stopped leading at most T after that heartbeat was sent, so
-        anything it produced while leading was produced no later; an application whose output
-        expires after a known time can tell when all of it has landed or expired. Measured
-        against the heartbeat's timestamp, so good to within the clock skew e.
-        """
-        with self._lock:
-            return self._tracker.previous_holder_silent(partition, self._clock.wall())
-
-    def recovering(self) -> bool:
-        """Exclusive mode: whether a stall holds this member off leading anything now.
-
-        True while this process is stalled (its watchdog has not ticked within
-        ``stall_limit_ms``) and, after a stall, until S + 0.5 s (at least T) have passed: its
-        consumer may still believe in a session the group has already ended. An application
-        that announces itself to a partition's previous holder (a probe, a hand-over request)
-        should wait for this to end, since it cannot act on the partition before then.
-
-        After :meth:`close` the watchdog has stopped: each call then stands in for its tick, so
-        a caller that goes on asking at least every ``stall_limit_ms`` keeps the guard working.
-        """
-        clock = self._clock
-        with self._lock:
-            now_mono, now_wall = clock.monotonic(), clock.wall()
-            if self._ticked_by_callers:
-                # Closed: the watchdog has stopped, and each call stands in for its tick. An
-                # application finishing work after close (a relay handing partitions over)
-                # asks often; a gap between calls longer than stall_limit_ms counts as a
-                # stall. (Answering from the stopped watchdog reported a stall stall_limit_ms
-                # after close, for good: a relay stopped emitting mid hand-over.)
-                self._tracker.tick(now_mono, now_wall)
-            return self._tracker.recovering(now_mono, now_wall)
+    @property
+    def takeover(self) -> Takeover:
+        """The hand-over and early-grace hooks (:mod:`neli.takeover`), for an application that
+        moves state with a partition; a plain user needs only :meth:`leads` and the events."""
+        return self._takeover
 
     def status(self) -> NeliStatus:
         """A snapshot for status displays: assignment, leadership, freshness and reasons."""

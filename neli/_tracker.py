@@ -148,7 +148,8 @@ class LeadershipTracker:
         """End the exclusive grace period of an assigned, not yet led ``partition`` now.
 
         For a caller that has *proof* that no earlier holder can still act on the partition
-        (see :meth:`neli.Neli.end_grace`). Returns whether a grace period was cut short.
+        (see :meth:`neli.takeover.Takeover.end_grace`). Returns whether a grace period was cut
+        short.
         """
         slot = self._slots.get(partition)
         if (

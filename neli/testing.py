@@ -4,7 +4,9 @@
 decides who leads what by calling :meth:`FakeNeli.acquire`, :meth:`FakeNeli.revoke`,
 :meth:`FakeNeli.fence` and :meth:`FakeNeli.resume`; each call delivers the event to the barrier
 handlers (awaiting them, as the real member does) and to :meth:`FakeNeli.events` subscribers.
-:class:`ManualClock` is a :class:`neli.Clock` that moves only when told to.
+:attr:`FakeNeli.takeover` (a :class:`FakeTakeover`) answers the :mod:`neli.takeover` hooks
+from what the test sets. :class:`ManualClock` is a :class:`neli.clock.Clock` that moves only
+when told to.
 
 Example::
 
@@ -24,7 +26,7 @@ from neli._events import BarrierHandler, EventKind, LeadershipEvent
 from neli._roles import role_partition
 from neli._status import NeliStatus
 
-__all__ = ["FakeNeli", "ManualClock"]
+__all__ = ["FakeNeli", "FakeTakeover", "ManualClock"]
 
 
 class ManualClock:
@@ -47,6 +49,48 @@ class ManualClock:
         """Move both clocks forward by ``seconds``."""
         self.mono += seconds
         self.wall_s += seconds
+
+
+class FakeTakeover:
+    """The :class:`neli.takeover.Takeover` hooks of a :class:`FakeNeli`: each answers what the
+    test put in the matching attribute."""
+
+    def __init__(self) -> None:
+        """No grace periods, no stall, nothing known."""
+        #: Partitions in their grace period (set by the test; see :meth:`in_grace`).
+        self.grace: set[int] = set()
+        #: Partitions whose grace :meth:`end_grace` ended, in order.
+        self.grace_ended: list[int] = []
+        #: What :meth:`recovering` answers (set by the test to act out a stall).
+        self.stalled = False
+        #: What :meth:`previous_holder_silent_s` answers per partition (set by the test).
+        self.silent: dict[int, float] = {}
+        #: What :meth:`assigned_since` answers per partition (set by the test).
+        self.since: dict[int, float] = {}
+
+    def in_grace(self) -> frozenset[int]:
+        """Partitions the test put in :attr:`grace` (assigned, in their grace period)."""
+        return frozenset(self.grace)
+
+    def end_grace(self, partition: int) -> bool:
+        """Take ``partition`` out of :attr:`grace`; recorded in :attr:`grace_ended`."""
+        if partition not in self.grace:
+            return False
+        self.grace.discard(partition)
+        self.grace_ended.append(partition)
+        return True
+
+    def recovering(self) -> bool:
+        """Whether a stall holds the fake off (:attr:`stalled`, set by the test)."""
+        return self.stalled
+
+    def previous_holder_silent_s(self, partition: int) -> float | None:
+        """What the test put in :attr:`silent` for ``partition`` (else unknown)."""
+        return self.silent.get(partition)
+
+    def assigned_since(self, partition: int) -> float | None:
+        """What the test put in :attr:`since` for ``partition`` (else unknown)."""
+        return self.since.get(partition)
 
 
 class FakeNeli:
@@ -73,18 +117,9 @@ class FakeNeli:
         self._clock = ManualClock()
         #: Every event delivered so far, in order.
         self.history: list[LeadershipEvent] = []
-        #: Partitions in their grace period (set by the test; see :meth:`in_grace`).
-        self.grace: set[int] = set()
-        #: Partitions whose grace :meth:`end_grace` ended, in order.
-        self.grace_ended: list[int] = []
-        #: What :meth:`recovering` answers (set by the test to act out a stall).
-        self.stalled = False
-        #: What :meth:`previous_holder_silent_s` answers per partition (set by the test).
-        self.silent: dict[int, float] = {}
-        #: What :meth:`assigned_since` answers per partition (set by the test).
-        self.since: dict[int, float] = {}
         #: What :attr:`heartbeats_rejected` answers (set by the test).
         self.rejected: dict[str, int] = {}
+        self._takeover = FakeTakeover()
 
     # -- the Neli surface ---------------------------------------------------------------------
 
@@ -118,29 +153,10 @@ class FakeNeli:
         """Assigned partitions."""
         return frozenset(self._assigned)
 
-    def in_grace(self) -> frozenset[int]:
-        """Partitions the test put in :attr:`grace` (assigned, in their grace period)."""
-        return frozenset(self.grace)
-
-    def end_grace(self, partition: int) -> bool:
-        """Take ``partition`` out of :attr:`grace`; recorded in :attr:`grace_ended`."""
-        if partition not in self.grace:
-            return False
-        self.grace.discard(partition)
-        self.grace_ended.append(partition)
-        return True
-
-    def recovering(self) -> bool:
-        """Whether a stall holds the fake off (:attr:`stalled`, set by the test)."""
-        return self.stalled
-
-    def previous_holder_silent_s(self, partition: int) -> float | None:
-        """What the test put in :attr:`silent` for ``partition`` (else unknown)."""
-        return self.silent.get(partition)
-
-    def assigned_since(self, partition: int) -> float | None:
-        """What the test put in :attr:`since` for ``partition`` (else unknown)."""
-        return self.since.get(partition)
+    @property
+    def takeover(self) -> FakeTakeover:
+        """The hand-over hooks (:class:`neli.takeover.Takeover`), answering what the test sets."""
+        return self._takeover
 
     def add_barrier(self, handler: BarrierHandler) -> Callable[[], None]:
         """Register a barrier handler; returns a remover."""

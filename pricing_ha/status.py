@@ -10,13 +10,13 @@ listed whether or not it heartbeats, so a group with no live member shows as **a
 partitions unled) instead of silently missing; groups seen on the topic but not configured are
 listed too, marked as such.
 
-``pricing-ha status --instrument SYM`` answers for one instrument: which member of each group
-owns its partition now, since when, and how stale that answer can be, with
-:class:`neli.OwnerDirectory` fed by the same read. The staleness bound: an owner is named from
-its latest heartbeat, so it may have stopped leading up to that heartbeat's age plus the clock
-skew e between its host and this one; claims older than three pulses are dropped; a new owner
-shows up one pulse plus the delivery delay after it starts leading. The answer is a routing
-hint: every member checks its own ``leads()`` at the moment it acts.
+``pricing-ha status --instrument SYM`` answers for one instrument: which member of each group owns
+its partition now, since when, and how stale that answer can be, with
+:class:`neli.wire.OwnerDirectory` fed by the same read. The staleness bound: an owner is named from
+its latest heartbeat, so it may have stopped leading up to that heartbeat's age plus the clock skew
+e between its host and this one; claims older than three pulses are dropped; a new owner shows up
+one pulse plus the delivery delay after it starts leading. The answer is a routing hint: every
+member checks its own ``leads()`` at the moment it acts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-from neli import Heartbeat, HeartbeatDecodeError, OwnerDirectory
+from neli.wire import Heartbeat, HeartbeatDecodeError, OwnerDirectory
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import TopicLayoutError
 from pricing_ha.kafka.client_log import client_log_settings

@@ -35,7 +35,7 @@ from typing import Any, cast
 from confluent_kafka import Message, Producer
 
 from bench.common.report import write
-from neli import role_partition
+from neli.partitioner import role_partition
 from pricing_ha.config import AppConfig, BrokerConfig, LimitsConfig
 from pricing_ha.dedupe.control import PartitionView
 from pricing_ha.dedupe.hot_path import HotPath

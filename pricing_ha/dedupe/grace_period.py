@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Protocol
 
+from neli.takeover import Takeover
 from pricing_ha.dedupe.control import PROBE
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState
 from pricing_ha.dedupe.standby import StandbyTail
 
-__all__ = ["GracePeriods", "GraceSource"]
+__all__ = ["GracePeriods"]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -39,23 +39,14 @@ _PROBE_TIMEOUT_S = 1.0  # a probe's acknowledgement
 _FENCED_WAIT_S = 0.3
 
 
-class GraceSource(Protocol):
-    """What the grace period asks NELI (:class:`neli.Neli`, or a fake)."""
-
-    def end_grace(self, partition: int) -> bool:
-        """End ``partition``'s grace period (proof in hand)."""
-
-    def recovering(self) -> bool:
-        """Whether a stall holds this member off leading anything now."""
-
-
 class GracePeriods:
     """This member's probes on partitions in their grace period, and their early ends.
 
     Args:
         standby: this member's tail of ``prices``.
         control: writes the member's probes.
-        neli: ends grace periods, and says whether a stall holds this member off.
+        takeover: NELI's hand-over hooks (``neli.takeover``): ends grace periods, and says
+            whether a stall holds this member off.
         lifecycles: the member's partitions (shared with the worker), where each probe is kept.
     """
 
@@ -63,13 +54,13 @@ class GracePeriods:
         self,
         standby: StandbyTail,
         control: ControlWriter,
-        neli: GraceSource,
+        takeover: Takeover,
         lifecycles: Mapping[int, PartitionLifecycle],
     ) -> None:
         """Nothing asked for yet."""
         self._standby = standby
         self._control = control
-        self._neli = neli
+        self._takeover = takeover
         self._lifecycles = lifecycles
 
     @property
@@ -97,7 +88,7 @@ class GracePeriods:
         todo = sorted(
             p for p in grace - set(self._probes) - handing_over if self._standby.caught_up(p)
         )
-        if not todo or self._neli.recovering():
+        if not todo or self._takeover.recovering():
             return []
         probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
         log.info("probed partitions in their grace period: %s", probes)
@@ -118,11 +109,11 @@ class GracePeriods:
         ended = []
         for partition, (offset, acked) in sorted(self._probes.items()):
             lc = self._lifecycles[partition]
-            if self._standby.clean_after(partition, offset) and self._neli.end_grace(partition):
+            if self._standby.clean_after(partition, offset) and self._takeover.end_grace(partition):
                 lc.probe = None
                 ended.append(partition)
                 log.info("partition %d was released: no grace period", partition)
-            elif now - acked >= _FENCED_WAIT_S and self._neli.end_grace(partition):
+            elif now - acked >= _FENCED_WAIT_S and self._takeover.end_grace(partition):
                 # Not released (its owner crashed, or is cut off): the takeover fences it.
                 lc.probe = None
                 ended.append(partition)

@@ -34,13 +34,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Protocol
 
+from neli.takeover import Takeover
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.lifecycle import PartitionLifecycle, PartitionState
 from pricing_ha.dedupe.standby import StandbyTail
 
-__all__ = ["HANDOVER_FRESH_S", "GraceEnder", "HandOvers"]
+__all__ = ["HANDOVER_FRESH_S", "HandOvers"]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -51,23 +51,14 @@ _HANDOVER_MAX_S = 10.0  # a hand-over nobody asks for ends after this long (if r
 _TICK_EVERY_S = 0.25  # a hand-over with a stale tail writes a tick at most this often
 
 
-class GraceEnder(Protocol):
-    """What a hand-over asks NELI (:class:`neli.Neli`, or a fake)."""
-
-    def end_grace(self, partition: int) -> bool:
-        """End ``partition``'s grace period (proof in hand)."""
-
-    def assigned_since(self, partition: int) -> float | None:
-        """When ``partition`` was assigned to this member, or ``None`` if it is not."""
-
-
 class HandOvers:
     """The partitions this member is handing over, and the rule they are emitted under.
 
     Args:
         standby: this member's tail of ``prices`` (what it has read, and who asked).
         control: writes the member's ticks.
-        neli: ends a grace period when a partition comes back mid hand-over.
+        takeover: NELI's hand-over hooks (``neli.takeover``): ends a grace period when a
+            partition comes back mid hand-over.
         read_as_of: the read-back evidence: before which monotonic time everything appended
             to a partition is below a position
             (:meth:`.output_producers.OutputProducers.read_as_of`).
@@ -81,7 +72,7 @@ class HandOvers:
         self,
         standby: StandbyTail,
         control: ControlWriter,
-        neli: GraceEnder,
+        takeover: Takeover,
         *,
         read_as_of: Callable[[int, int], float],
         lifecycles: Mapping[int, PartitionLifecycle],
@@ -92,7 +83,7 @@ class HandOvers:
         self._standby = standby
         self._control = control
         self._read_as_of = read_as_of
-        self._neli = neli
+        self._takeover = takeover
         self._lifecycles = lifecycles
         self._wanted = wanted
         self._drop = drop
@@ -191,7 +182,7 @@ class HandOvers:
             elif partition in grace and self.may_emit(partition):
                 # Given back while still handing it over: nobody else has emitted since this
                 # member's own term, so there is nobody to wait for.
-                self._neli.end_grace(partition)
+                self._takeover.end_grace(partition)
             elif self._over(partition):
                 self._drop(partition)  # flush, release
             elif not self.may_emit(partition):
@@ -264,5 +255,5 @@ class HandOvers:
         return (
             lc.handover_until is not None
             and time.monotonic() >= lc.handover_until
-            and self._neli.assigned_since(lc.partition) is None
+            and self._takeover.assigned_since(lc.partition) is None
         )

@@ -31,7 +31,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-from neli import Heartbeat, HeartbeatDecodeError
+from neli.wire import Heartbeat, HeartbeatDecodeError
 
 __all__ = ["Liveness", "LivenessReader"]
 

@@ -130,13 +130,13 @@ class RelayWorker(PartitionWorker):
         self._handovers = HandOvers(
             self.standby,
             self._control,
-            neli,
+            neli.takeover,
             read_as_of=self._producers.read_as_of,
             lifecycles=self.lifecycles,
             wanted=self.wanted,
             drop=self.drop,
         )
-        self._grace = GracePeriods(self.standby, self._control, neli, self.lifecycles)
+        self._grace = GracePeriods(self.standby, self._control, neli.takeover, self.lifecycles)
         self._succession = Succession(self.standby, self._control, neli)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
@@ -177,7 +177,7 @@ class RelayWorker(PartitionWorker):
                     liveness.liveness,
                     last_record=self.standby.last_record,
                     caught_up=self.standby.caught_up,
-                    recovering=neli.recovering,
+                    recovering=neli.takeover.recovering,
                     started=time.monotonic(),
                 ),
                 self.standby,
@@ -226,7 +226,7 @@ class RelayWorker(PartitionWorker):
             # Not while NELI's stall guard holds this process off: a pause that stopped the
             # monotonic clock would leave the tail looking fresh while a successor's request
             # waits unread (a hand-over after FENCED is exactly that case).
-            return not self._neli.recovering() and self._handovers.may_emit(partition)
+            return not self._neli.takeover.recovering() and self._handovers.may_emit(partition)
         return self._neli.leads(partition)
 
     def request(self, op: str, partition: int) -> threading.Event:
@@ -330,17 +330,17 @@ class RelayWorker(PartitionWorker):
           is watched until the standby finds it *cleanly released* (the latest owner's release
           marker is the last word on ``prices[k]``: see :mod:`pricing_ha.dedupe.standby`).
           Nobody is then left who could append to it, so the grace period is ended
-          (:meth:`neli.Neli.end_grace`) and the partition taken up at once. With the previous
-          owner handing over, a planned move (SIGTERM, a member joining) costs the probe's and
-          the release's round trips, not a rebalance plus S + T; with no release 0.3 s after
-          the probe, the takeover fences the previous owner.
+          (:meth:`neli.takeover.Takeover.end_grace`) and the partition taken up at once. With
+          the previous owner handing over, a planned move (SIGTERM, a member joining) costs the
+          probe's and the release's round trips, not a rebalance plus S + T; with no release
+          0.3 s after the probe, the takeover fences the previous owner.
         """
         now = time.monotonic()
         if now < self._next_tend:
             return
         self._next_tend = now + _TEND_EVERY_S
         self._hot.tend(now)  # partitions paused mid-batch: resumed, or dropped
-        grace = self._neli.in_grace()
+        grace = self._neli.takeover.in_grace()
         self._tend_taken_early()
         self._handovers.tend(grace)
         self._tend_grace(grace)
@@ -372,7 +372,7 @@ class RelayWorker(PartitionWorker):
         if led:
             self.wanted.update(led)
             for p in led:
-                self.lifecycles[p].taken_early = (self._neli.assigned_since(p), events)
+                self.lifecycles[p].taken_early = (self._neli.takeover.assigned_since(p), events)
             self._take_up(led)
         for p in ended:  # not taken up (no longer led): its grace period is over here
             if self.lifecycles[p].state is PartitionState.PROBING:
@@ -402,7 +402,7 @@ class RelayWorker(PartitionWorker):
             if partition not in self.wanted or lc.last_event >= events:
                 # NELI has reported an event for it since: its own events take it from here.
                 lc.taken_early = None
-            elif self._neli.assigned_since(partition) != since:
+            elif self._neli.takeover.assigned_since(partition) != since:
                 lc.taken_early = None
                 self.wanted.discard(partition)
                 self.deferred.pop(partition, None)

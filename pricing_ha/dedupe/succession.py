@@ -20,6 +20,7 @@ import logging
 from collections.abc import Collection
 from typing import Protocol
 
+from neli.takeover import Takeover
 from pricing_ha.dedupe.control import RELEASE, TAKEOVER, Snapshot
 from pricing_ha.dedupe.control_writer import ControlWriter
 from pricing_ha.dedupe.standby import StandbyTail
@@ -39,17 +40,9 @@ class LeadershipSource(Protocol):
     def leads(self, partition: int) -> bool:
         """Whether this member leads ``partition`` now."""
 
-    def in_grace(self) -> frozenset[int]:
-        """Assigned partitions still in their grace period."""
-
-    def end_grace(self, partition: int) -> bool:
-        """End ``partition``'s grace period (proof in hand)."""
-
-    def recovering(self) -> bool:
-        """Whether a stall holds this member off leading anything now."""
-
-    def assigned_since(self, partition: int) -> float | None:
-        """Wall time at which ``partition`` was assigned to this member, if it is."""
+    @property
+    def takeover(self) -> Takeover:
+        """The hand-over and early-grace hooks (:mod:`neli.takeover`)."""
 
 
 class Succession:

@@ -5,13 +5,13 @@ docs/architecture.md ("Topics and partitioning") puts an instrument on
 means owning slice k end to end. librdkafka's own default is a different hash
 (``consistent_random``, CRC32), so every producer of keyed data in pricing-ha sets
 :data:`KEYED_PRODUCER_SETTINGS` (``partitioner=murmur2_random``: murmur2 for keyed messages,
-exactly Java's choice). The hash itself is NELI's role hash (:func:`neli.role_partition`): an
-instrument *is* a NELI role.
+exactly Java's choice). The hash itself is NELI's role hash
+(:func:`neli.partitioner.role_partition`): an instrument *is* a NELI role.
 """
 
 from __future__ import annotations
 
-from neli import KAFKA_PARTITIONER, murmur2, role_partition
+from neli.partitioner import KAFKA_PARTITIONER, murmur2, role_partition
 
 __all__ = ["KEYED_PRODUCER_SETTINGS", "instrument_partition", "murmur2"]
 

@@ -253,7 +253,7 @@ class PricingCluster:
 
     def partition_of(self, key: bytes | None) -> int:
         """The partition an instrument key belongs to."""
-        from neli import role_partition
+        from neli.partitioner import role_partition
 
         assert key is not None
         return role_partition(key, self.partitions)

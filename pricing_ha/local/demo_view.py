@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
-from neli import Heartbeat, HeartbeatDecodeError
+from neli.wire import Heartbeat, HeartbeatDecodeError
 from pricing_ha.kafka.headers import header_dict
 from pricing_ha.local.demo_screen import InstrumentLine, ViewState
 from pricing_ha.local.seqs import value_epoch, value_seq

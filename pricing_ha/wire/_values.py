@@ -3,11 +3,11 @@
 Each struct describes the bytes the real encoder writes today, field for field
 (:func:`~pricing_ha.publishing.quotes.encode_quote`,
 :func:`~pricing_ha.publishing.pricing.encode_price`,
-:meth:`~pricing_ha.dedupe.control.PartitionView.encode`, :meth:`neli.Heartbeat.encode`), and
-the rules its reader applies that a schema can state: exact JSON types (``true`` is not an
-integer, an integer is a number), which fields may be left out (``epoch``: 0), ranges. Unknown
-fields are ignored, as the readers ignore them. A rule that spans fields (``bid <= ask``, the
-key equals ``instrument``) is in the field's description and in the AsyncAPI document.
+:meth:`~pricing_ha.dedupe.control.PartitionView.encode`, :meth:`neli.wire.Heartbeat.encode`), and
+the rules its reader applies that a schema can state: exact JSON types (``true`` is not an integer,
+an integer is a number), which fields may be left out (``epoch``: 0), ranges. Unknown fields are
+ignored, as the readers ignore them. A rule that spans fields (``bid <= ask``, the key equals
+``instrument``) is in the field's description and in the AsyncAPI document.
 
 ``tests/unit/wire/test_wire_contract.py`` decodes what the real encoders write with these structs,
 so they cannot drift from the code; the JSON Schema files in ``docs/schemas/`` are generated

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException
 
+from neli.testing import FakeTakeover
 from pricing_ha.config import AppConfig, BrokerConfig, RelayConfig, TopicsConfig
 from pricing_ha.dedupe.relay import RelayStats, RelayWorker
 from pricing_ha.feed.producer import FeedRunSummary, run_feed
@@ -51,20 +52,11 @@ M = 2
 class _Leading:
     """A relay's leadership source that leads every partition, with no grace periods."""
 
+    def __init__(self) -> None:
+        self.takeover = FakeTakeover()  # no grace periods, no stall, nothing known
+
     def leads(self, _partition: int) -> bool:
         return True
-
-    def in_grace(self) -> frozenset[int]:
-        return frozenset()
-
-    def end_grace(self, _partition: int) -> bool:
-        return False
-
-    def recovering(self) -> bool:
-        return False
-
-    def assigned_since(self, _partition: int) -> float | None:
-        return None
 
 
 INSTRUMENTS = 8

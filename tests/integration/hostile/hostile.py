@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from neli import role_partition
+from neli.partitioner import role_partition
 from tests.integration.hostile.hostile_neli import neli_value, nested
 
 MAX_SEQ = 2**63 - 1

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from neli import Heartbeat, Mode, Neli, NeliConfig, OwnerDirectory, OwnerLookup, Variant
+from neli import Mode, Neli, NeliConfig, OwnerLookup, Variant
+from neli.wire import Heartbeat, OwnerDirectory
 from pricing_ha.local.procs import ProcessGroup
 from pricing_ha.local.waiting import wait_for, wait_for_async
 from tests.integration.neli_harness import SESSION_MS, member_config

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from neli import Heartbeat, HeartbeatDecodeError, Neli, NeliConfig, trace_leadership
+from neli import Neli, NeliConfig, trace_leadership
+from neli.wire import Heartbeat, HeartbeatDecodeError
 from pricing_ha.local.waiting import wait_for, wait_for_async
 from pricing_ha.telemetry import load_spans
 from tests.integration.neli_harness import SESSION_MS, Cluster

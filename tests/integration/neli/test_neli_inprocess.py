@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from neli import (
-    KAFKA_PARTITIONER,
     BrokerUnavailableError,
     EventKind,
     LeadershipEvent,
@@ -22,8 +21,8 @@ from neli import (
     Neli,
     NeliConfig,
     TopicError,
-    role_partition,
 )
+from neli.partitioner import KAFKA_PARTITIONER, role_partition
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.local.waiting import wait_for_async
 from tests.integration.neli_harness import SESSION_MS, member_config
@@ -235,10 +234,10 @@ async def test_after_close_the_stall_guard_is_ticked_by_its_callers(
     limit_s = cfg.stall_limit_ms / 1000
     async with Neli(cfg) as neli:
         await wait_for_async(lambda: neli.led_partitions() == {0, 1}, 30, "leadership")
-        assert not neli.recovering()
+        assert not neli.takeover.recovering()
     deadline = time.monotonic() + 3 * limit_s
     while time.monotonic() < deadline:
-        assert not neli.recovering(), "a closed member asked often is not stalled"
+        assert not neli.takeover.recovering(), "a closed member asked often is not stalled"
         await asyncio.sleep(limit_s / 10)
     await asyncio.sleep(1.5 * limit_s)  # the stimulus: nobody asks for longer than the limit
-    assert neli.recovering(), "a gap longer than stall_limit_ms must count as a stall"
+    assert neli.takeover.recovering(), "a gap longer than stall_limit_ms must count as a stall"

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from neli import Heartbeat, Mode, Variant
+from neli import Mode, Variant
+from neli.wire import Heartbeat
 
 if TYPE_CHECKING:
     from tests.sim.neli_group.group_coordinator import Message

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from neli import Heartbeat
+from neli.wire import Heartbeat
 from pricing_ha.dedupe.liveness import Liveness
 
 if TYPE_CHECKING:

@@ -179,7 +179,7 @@ class World:
         """NELI's answer: a zombie until its own fence; else assigned, not fenced, past grace."""
         now = self.clock.now
         if now < self.stalled_until.get(name, 0.0):
-            return False  # a stall holds it off: it leads nothing (neli.Neli.recovering)
+            return False  # a stall holds it off: it leads nothing (Takeover.recovering)
         until = self.zombies.get((name, partition))
         if until is not None and now < until:
             return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neli import Heartbeat
+from neli.wire import Heartbeat
 from pricing_ha.config import RelayConfig
 from pricing_ha.dedupe.detector import Detector, successor
 from pricing_ha.dedupe.liveness import Liveness

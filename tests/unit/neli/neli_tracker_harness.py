@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from neli import Heartbeat, Mode, NeliConfig, Variant
+from neli import Mode, NeliConfig, Variant
 from neli._tracker import LeadershipTracker, Transition
 from neli.testing import ManualClock
+from neli.wire import Heartbeat
 
 T = 2.0
 STEP = 0.25

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from neli import Heartbeat, HeartbeatDecodeError
+from neli.wire import Heartbeat, HeartbeatDecodeError
 
 HB = Heartbeat(
     group="p1",

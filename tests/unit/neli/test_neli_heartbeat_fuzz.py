@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neli import Heartbeat, HeartbeatDecodeError
 from neli._heartbeat_check import MAX_LED, MAX_META, MAX_STRING
+from neli.wire import Heartbeat, HeartbeatDecodeError
 from tests import strategies
 
 WALL = 1_700_000_000.0

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from neli import EventKind, Mode, OwnerDirectory, Variant
+from neli import EventKind, Mode, Variant
 from neli._heartbeat_check import MAX_HEARTBEAT_BYTES
 from neli._heartbeat_sender import HeartbeatSender
 from neli._poller import Poller
 from neli._rejections import WARN_INTERVAL_S, Rejections
 from neli.testing import ManualClock
+from neli.wire import OwnerDirectory
 from tests.unit.neli.neli_tracker_harness import GROUP, ME, OTHER, Member, T
 
 P = 1

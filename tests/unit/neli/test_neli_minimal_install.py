@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import neli
+import neli.partitioner
 
 ROOT = Path(neli.__file__).resolve().parent.parent
 
@@ -52,8 +53,14 @@ import asyncio
 import json
 
 import neli
+import neli.clock
+import neli.partitioner
+import neli.takeover
+import neli.wire
 import neli._telemetry
-from neli import Heartbeat, Mode, Neli, NeliConfig, NeliConfigError, Variant, role_partition
+from neli import Mode, Neli, NeliConfig, NeliConfigError, Variant
+from neli.wire import Heartbeat
+from neli.partitioner import role_partition
 from neli._tracker import LeadershipTracker
 from neli.testing import FakeNeli
 
@@ -166,8 +173,8 @@ def test_config_and_tracker_work_without_opentelemetry(minimal: dict[str, Any]) 
 def test_fake_member_and_tracing_work_without_opentelemetry(minimal: dict[str, Any]) -> None:
     """FakeNeli leads the partition of a role it acquired; trace_leadership is a no-op."""
     fake = minimal["fake"]
-    assert fake["partition"] == neli.role_partition("EURUSD", 8)
-    assert fake["partition"] != neli.role_partition("GBPUSD", 8)
+    assert fake["partition"] == neli.partitioner.role_partition("EURUSD", 8)
+    assert fake["partition"] != neli.partitioner.role_partition("GBPUSD", 8)
     assert fake["led"] == [True, False]
     assert fake["kinds"] == ["acquired", "revoked"]
     assert fake["tracing_enabled"] is False

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from neli import KAFKA_PARTITIONER, murmur2, role_index, role_partition
+from neli.partitioner import KAFKA_PARTITIONER, murmur2, role_index, role_partition
 
 #: Kafka's own test vectors (clients/src/test/.../UtilsTest.java, testMurmur2).
 KAFKA_VECTORS = [

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from neli import EventKind, LeadershipEvent, NeliStatus, role_partition
+from neli import EventKind, LeadershipEvent, NeliStatus
+from neli.partitioner import role_partition
 from neli.testing import FakeNeli, ManualClock
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from neli import EventKind, Heartbeat, Mode, Variant
+from neli import EventKind, Mode, Variant
 from neli._tracker import Transition
+from neli.wire import Heartbeat
 from tests.unit.neli.neli_tracker_harness import COMBOS, ME, OTHER, Member, T
 
 PARTITIONS = range(4)

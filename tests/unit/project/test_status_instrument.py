@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from typer.testing import CliRunner
 
 import pricing_ha.status
-from neli import Heartbeat, OwnerDirectory
+from neli.wire import Heartbeat, OwnerDirectory
 from pricing_ha.cli import app
 from pricing_ha.kafka.partitioning import instrument_partition
 from pricing_ha.status import instrument_owners, render_owners

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 
-from neli import Heartbeat as NeliHeartbeat
+from neli.wire import Heartbeat as NeliHeartbeat
 from pricing_ha import wire
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe import mark_reset
