@@ -25,6 +25,7 @@ TICKS = [
     Decimal("0.01"),
     Decimal("0.25"),
     Decimal("0.0005"),
+    Decimal("0.010"),  # a trailing zero: the same tick as 0.01
     Decimal("0.0003"),  # a division by 3 does not terminate: always the decimal definition
     Decimal(1),
     Decimal(5),
