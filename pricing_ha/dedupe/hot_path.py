@@ -43,8 +43,7 @@ from pricing_ha.dedupe.arbitration import Arbiter, Bounds
 from pricing_ha.dedupe.output import RelayOutput
 from pricing_ha.dedupe.raw_input import RawInput
 from pricing_ha.dedupe.read_ahead import ReadAhead
-from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_record
-from pricing_ha.dedupe.relayed import relayed_headers
+from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_price
 from pricing_ha.publishing.epochs import describe
 from pricing_ha.publishing.pricing import InvalidPriceError
 from pricing_ha.telemetry.pricepath import sampled_context
@@ -169,9 +168,7 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, seq, source, source_ns, publish_ns, value, epoch = parse_raw_record(
-                    msg, raw_headers
-                )
+                instrument, price, source, publish_ns = parse_raw_price(msg, raw_headers)
             except InvalidPriceError as exc:
                 out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
@@ -182,20 +179,23 @@ class HotPath:
                     out.dead_letter(msg, partition, offset, refused)
                     last[partition] = offset
                     continue
+            # Its value and headers on prices are built only if it is emitted (RawPrice).
             item = RawPrice(
                 offset,
                 as_bytes(msg.key()),
-                value,
-                relayed_headers(raw_headers, seq),
-                source_ns,
+                price,
+                raw_headers,
+                price.source_time_ns,
                 publish_ns,
             )
             parent = sampled_context(raw_headers)
             if parent is None:  # the common case: no span objects at all
-                emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
+                emissions = arbiter.offer(
+                    instrument, price.seq, item, source, now, epoch=price.epoch
+                )
                 ok = out.emit(partition, emissions)
             else:
-                what = (instrument, seq, source, epoch)
+                what = (instrument, price.seq, source, price.epoch)
                 ok = out.offer_traced(arbiter, partition, item, what, parent=parent, now=now)
             if not ok:
                 lost.add(partition)

@@ -181,8 +181,13 @@ class OutputProducers:
         partition, offset = msg.partition(), msg.offset()
         if partition is None or offset is None or offset < 0:
             return
-        produced = time.monotonic() - (msg.latency() or 0.0)
-        seen = self._appended.setdefault(partition, deque(maxlen=_APPENDED_KEPT))
+        now = time.monotonic()
+        seen = self._appended.get(partition)
+        if seen and now - seen[-1][1] < _APPENDED_EVERY_S:
+            return  # produced no later than now: too soon after the last one kept, as below
+        produced = now - (msg.latency() or 0.0)
+        if seen is None:
+            seen = self._appended[partition] = deque(maxlen=_APPENDED_KEPT)
         if not seen or produced - seen[-1][1] >= _APPENDED_EVERY_S:
             seen.append((offset, produced))
 

@@ -15,10 +15,11 @@ from typing import NamedTuple
 from confluent_kafka import Message
 from opentelemetry.context import Context
 
-from pricing_ha.kafka.headers import Headers, HeaderValue, header_int, header_list, header_text
-from pricing_ha.publishing.pricing import InvalidPriceError, decode_price, encode_price
+from pricing_ha.dedupe.relayed import relayed_headers
+from pricing_ha.kafka.headers import Headers, HeaderValue, header_int, header_pairs, header_text
+from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price, encode_price
 
-__all__ = ["RawFields", "RawPrice", "as_bytes", "parse_raw", "parse_raw_record"]
+__all__ = ["RawFields", "RawPrice", "as_bytes", "parse_raw", "parse_raw_price", "parse_raw_record"]
 
 log = logging.getLogger("pricing_ha.relay")
 
@@ -27,11 +28,16 @@ log = logging.getLogger("pricing_ha.relay")
 class RawPrice:
     """One record of ``prices.raw`` as the relay keeps it.
 
+    What it writes on ``prices`` (:attr:`value`, :attr:`headers`) is built when asked for, once
+    the copy is emitted: about half the copies are duplicates the arbiter drops, which then
+    cost neither an encoding nor a header allow-list.
+
     Attributes:
         offset: its offset on ``prices.raw``.
         key: the instrument.
-        value: the price's canonical encoding (what the relay writes on ``prices``).
-        headers: the headers the relay writes on ``prices`` (allow-listed: :mod:`.relayed`).
+        price: the price decoded from its value (what the relay arbitrates on and writes).
+        raw_headers: the raw record's headers, as read (trusted for nothing: :attr:`headers`
+            keeps only the allow-list).
         source_ns: the quote's source time (Unix ns), for the end-to-end latency.
         publish_ns: when the publisher produced it (its ``publish_ns`` header), or 0.
         trace: the context of its ``process`` span when the price is traced, else ``None``.
@@ -39,11 +45,21 @@ class RawPrice:
 
     offset: int
     key: bytes
-    value: bytes
-    headers: list[tuple[str, HeaderValue]]
+    price: Price
+    raw_headers: Headers
     source_ns: int = 0
     publish_ns: int = 0
     trace: Context | None = None
+
+    @property
+    def value(self) -> bytes:
+        """The price's canonical encoding (what the relay writes on ``prices``)."""
+        return encode_price(self.price)
+
+    @property
+    def headers(self) -> list[tuple[str, HeaderValue]]:
+        """The headers the relay writes on ``prices`` (allow-listed: :mod:`.relayed`)."""
+        return relayed_headers(self.raw_headers, self.price.seq)
 
 
 class RawFields(NamedTuple):
@@ -95,6 +111,25 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
     Raises:
         InvalidPriceError: the record is not a valid price.
     """
+    instrument, price, source, publish_ns = parse_raw_price(msg, raw_headers)
+    return RawFields(
+        instrument,
+        price.seq,
+        source,
+        price.source_time_ns,
+        publish_ns,
+        encode_price(price),
+        price.epoch,
+    )
+
+
+def parse_raw_price(msg: Message, raw_headers: Headers) -> tuple[str, Price, str, int]:
+    """:func:`parse_raw_record`'s reading, with the decoded price in place of its encoding:
+    instrument (interned), price, source (``group/member``) and ``publish_ns`` (0 if absent).
+
+    Raises:
+        InvalidPriceError: the record is not a valid price.
+    """
     key, value = msg.key(), msg.value()
     if not isinstance(key, bytes) or not isinstance(value, bytes):
         raise InvalidPriceError("missing key or value")
@@ -109,15 +144,7 @@ def parse_raw_record(msg: Message, raw_headers: Headers) -> RawFields:
     if instrument != price.instrument:
         raise InvalidPriceError(f"key {instrument!r} differs from instrument {price.instrument!r}")
     group, member, publish_ns = _read_headers(raw_headers)
-    return RawFields(
-        instrument,
-        price.seq,
-        f"{group}/{member}",
-        price.source_time_ns,
-        publish_ns,
-        encode_price(price),
-        price.epoch,
-    )
+    return instrument, price, f"{group}/{member}", publish_ns
 
 
 def _read_headers(raw_headers: Headers) -> tuple[str, str, int]:
@@ -130,8 +157,15 @@ def _read_headers(raw_headers: Headers) -> tuple[str, str, int]:
     """
     group = member = "?"
     publish_ns = 0
-    for name, value in header_list(raw_headers):
-        if name in ("group", "member"):
+    # One pass without copies (a price has four or five headers; every record is read).
+    for name, value in header_pairs(raw_headers):
+        if name == "publish_ns":
+            number = header_int(value)
+            if number is None:
+                shown = as_bytes(value)[:32]
+                raise InvalidPriceError(f"header 'publish_ns' is not a decimal integer: {shown!r}")
+            publish_ns = number
+        elif name in ("group", "member"):
             text = header_text(value)
             if text is None:
                 raise InvalidPriceError(f"header {name!r} is not UTF-8")
@@ -139,10 +173,4 @@ def _read_headers(raw_headers: Headers) -> tuple[str, str, int]:
                 group = text
             else:
                 member = text
-        elif name == "publish_ns":
-            number = header_int(value)
-            if number is None:
-                shown = as_bytes(value)[:32]
-                raise InvalidPriceError(f"header 'publish_ns' is not a decimal integer: {shown!r}")
-            publish_ns = number
     return group, member, publish_ns

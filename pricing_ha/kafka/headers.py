@@ -30,6 +30,8 @@ def header_list(headers: Headers) -> list[tuple[str, HeaderValue]]:
 
 def header_pairs(headers: Headers) -> Iterable[tuple[str, HeaderValue]]:
     """Headers as an iterable of pairs, without copying a list (hot paths)."""
+    if type(headers) is list:  # what confluent-kafka hands out; no ABC check (per record)
+        return headers
     if headers is None:
         return ()
     if isinstance(headers, Mapping):

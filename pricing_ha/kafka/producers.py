@@ -232,6 +232,9 @@ class ReplaceableProducer(Generic[P]):
         self._problem_since = 0.0
         self._generation = 0
         self._outstanding = 0  # records of the current generation not yet called back
+        # The wrapper produce() made last, for which callback and generation: reused while
+        # both are the same (a publisher's share passes one callback for all its records).
+        self._wrapped: tuple[DeliveryCallback | None, int, DeliveryCallback] | None = None
         self._replaced_at: float | None = None
         self._delivered_before = 0  # self.delivered at the last replacement
         self._since_replacement: Counter[str] = Counter()
@@ -278,12 +281,17 @@ class ReplaceableProducer(Generic[P]):
             BufferError: the local queue is full (as ``Producer.produce``).
         """
         generation = self._generation
+        wrapped = self._wrapped
+        if wrapped is not None and wrapped[0] is on_delivery and wrapped[1] == generation:
+            delivered = wrapped[2]
+        else:
 
-        def delivered(err: Any, msg: Any) -> None:
-            self._settle(generation, err)
-            if on_delivery is not None:
-                on_delivery(err, msg)
+            def delivered(err: Any, msg: Any) -> None:
+                self._settle(generation, err)
+                if on_delivery is not None:
+                    on_delivery(err, msg)
 
+            self._wrapped = (on_delivery, generation, delivered)
         self._producer.produce(topic, on_delivery=delivered, **kwargs)
         self._outstanding += 1
 

@@ -31,6 +31,7 @@ import orjson
 from pricing_ha import wire
 from pricing_ha.config import InstrumentOverride, PricingConfig
 from pricing_ha.errors import ConfigError, PricingError
+from pricing_ha.publishing._exact_pricing import ExactPricer
 from pricing_ha.publishing._wire import WireFormatError, get_float, get_int, get_str, load_object
 from pricing_ha.publishing.epochs import MAX_EPOCH, position
 from pricing_ha.publishing.quotes import MAX_SEQ, InvalidQuoteError, Quote
@@ -248,6 +249,9 @@ class ParamsBook:
 
     Overrides are resolved once, up front, so :meth:`params_for` is a dictionary look-up.
     Instruments never seen in the configuration (new symbols on ``md.quotes``) get the defaults.
+    :meth:`price` computes :func:`price_quote`'s result in integer arithmetic where that is
+    provably the same (:mod:`._exact_pricing`), prepared once per set of parameters: nothing is
+    kept per instrument beyond the configured overrides.
     """
 
     def __init__(
@@ -270,6 +274,8 @@ class ParamsBook:
                 tick_size=defaults.tick_size if o.tick_size is None else o.tick_size,
             )
         self._resolved: Mapping[str, InstrumentParams] = types.MappingProxyType(resolved)
+        self._default_pricer = _pricer(defaults)
+        self._pricers = {instrument: _pricer(p) for instrument, p in resolved.items()}
 
     @classmethod
     def from_config(cls, cfg: PricingConfig) -> ParamsBook:
@@ -288,5 +294,31 @@ class ParamsBook:
         return self._resolved
 
     def price(self, q: Quote) -> Price:
-        """Prices ``q`` with its instrument's parameters (see :func:`price_quote`)."""
-        return price_quote(q, self.params_for(q.instrument))
+        """Prices ``q`` with its instrument's parameters: :func:`price_quote`'s result.
+
+        Raises:
+            InvalidQuoteError: as :func:`price_quote`.
+        """
+        pricer = self._pricers.get(q.instrument, self._default_pricer)
+        ticks = pricer.ticks(q.bid, q.ask)
+        if ticks is None:  # not provably exact in integers: the decimal definition
+            return price_quote(q, self.params_for(q.instrument))
+        bid_ticks, ask_ticks = ticks
+        ask_ticks = max(ask_ticks, bid_ticks + 1)
+        if bid_ticks < 1:
+            raise InvalidQuoteError(
+                f"priced bid of {q.instrument} seq {q.seq} is below one tick ({pricer.tick})"
+            )
+        return Price(
+            instrument=q.instrument,
+            seq=q.seq,
+            bid=pricer.to_float(bid_ticks),
+            ask=pricer.to_float(ask_ticks),
+            mid=pricer.half_to_float(bid_ticks + ask_ticks),
+            source_time_ns=q.source_time_ns,
+            epoch=q.epoch,
+        )
+
+
+def _pricer(p: InstrumentParams) -> ExactPricer:
+    return ExactPricer(p.spread_bps, p.skew_bps, p.tick_size)

@@ -9,8 +9,10 @@ consumer group (``pricing.<group>.quotes``) only after everything produced for t
 every quote before them, is acknowledged, so the next leader of k resumes exactly there and
 never skips a quote (it may re-send a few, which are duplicates the relay drops).
 
-Leadership is checked with :meth:`neli.Neli.leads` for every quote at the moment of producing,
-never from a cached flag. All Kafka work on quotes happens in the worker's thread; the NELI
+Leadership is checked with :meth:`neli.Neli.leads` once per partition per batch, before its
+first quote is produced, and again after any wait for room in the producer's queue
+(:meth:`.quote_worker.QuoteWorker._leads_now`), never from a flag kept across batches. All
+Kafka work on quotes happens in the worker's thread; the NELI
 barrier makes a revocation wait until that thread has flushed the partition's output and
 committed what it acknowledged.
 

@@ -108,6 +108,11 @@ class QuoteWorker(PartitionWorker):
         self.stats = stats
         self._book = ParamsBook.from_config(cfg.pricing)
         self._guards: dict[int, SequenceGuard] = {}
+        self._raw_topic = cfg.topics.raw
+        # Every price's identity headers, built once.
+        self._group_header: tuple[str, HeaderValue] = ("group", group.encode())
+        self._member_header: tuple[str, HeaderValue] = ("member", member.encode())
+        self._confirmed: set[int] = set()  # led partitions confirmed in this batch
         self._path = telemetry.price_path()
         self._consumer_group = quotes_group_id(group)
         #: Invalid quotes' dead letters (pricing_ha.kafka.dead_letter), through a producer of
@@ -227,32 +232,40 @@ class QuoteWorker(PartitionWorker):
         """
         skipped: set[int] = set()
         shares: dict[int, Share] = {}
+        # Partitions whose leadership was confirmed in this batch (see _leads_now).
+        self._confirmed.clear()
+        priced: dict[int, int] = {}
         for msg in batch:
             err = msg.error()
             partition = msg.partition()
             if err is not None or partition is None:
                 log.warning("quote consumer: %s", err)
                 continue
-            if partition not in self.active or partition in skipped:
+            share = shares.get(partition)
+            if share is None and (partition not in self.active or partition in skipped):
                 continue
-            if self._replays.holds(partition):
+            if share is None and self._replays.holds(partition):
                 continue  # its replay waits out a backoff (re-read from there after)
-            if not self.leads(partition):
-                # Leadership ended between two quotes: stop at once. The position is not
-                # committed past this quote, so whoever leads next starts from here.
+            if partition not in self._confirmed and not self._leads_now(partition):
+                # Leadership ended: stop at once. The position is not committed past this
+                # quote, so whoever leads next starts from here.
                 self.stats.not_leader_skips += 1
                 skipped.add(partition)
                 continue
             offset = msg.offset()
             if offset is None:
                 continue
-            share = shares.get(partition)
             if share is None:
                 share = shares[partition] = Share(offset, self.stats)
                 self._pending.setdefault(partition, deque()).append(share)
             share.last = offset
             share.outstanding += 1
-            self._handle(msg, partition, offset, share)
+            if self._handle(msg, partition, offset, share):
+                priced[partition] = priced.get(partition, 0) + 1
+        stats = self.stats
+        for partition, n in priced.items():
+            stats.priced += n
+            stats.per_partition[partition] = stats.per_partition.get(partition, 0) + n
         self.producer.poll(0)
         self.dead_letters.poll()
         self._settle()
@@ -306,26 +319,44 @@ class QuoteWorker(PartitionWorker):
         self._settle()
         self.commit_async([], now=True)
 
+    def _leads_now(self, partition: int) -> bool:
+        """Ask NELI whether this member leads ``partition``; remember a yes for the batch.
+
+        Asked once per partition per batch, at its first quote, not before every quote: the
+        batch's records of a partition are produced right after (a few milliseconds of CPU
+        at most), and a wait for room in the producer's queue, the one thing that can hold
+        them back longer, forgets every yes (:meth:`_produce`), so the quotes after it ask
+        again. A publisher's output needs no more than that: a record produced just after
+        leadership ended is a duplicate the relay drops (both groups produce every price, and
+        non-exclusive leadership already allows two leaders of a partition for a moment).
+        """
+        if self.leads(partition):
+            self._confirmed.add(partition)
+            return True
+        return False
+
     def _produce(self, topic: str, **kwargs: Any) -> None:
         """Queue one record; while librdkafka's queue is full, serve acknowledgements first.
 
         Output is not waited for per batch, so a slow broker fills the local queue; waiting
-        here is the back-pressure that then slows consumption down.
+        here is the back-pressure that then slows consumption down. A wait forgets the
+        leadership confirmed for the batch (:meth:`_leads_now`): later quotes ask NELI again.
         """
         while True:
             try:
                 self.producer.produce(topic, **kwargs)
             except BufferError:
+                self._confirmed.clear()
                 self.producer.poll(0.05)
                 continue
             return
 
-    def _handle(self, msg: Message, partition: int, offset: int, share: Share) -> None:
+    def _handle(self, msg: Message, partition: int, offset: int, share: Share) -> bool:
+        """Price one quote and produce it (or dead-letter it); whether it was priced."""
         topics = self._cfg.topics
         parent = sampled_context(msg.headers())
         if parent is None:  # the common case: no span objects at all
-            self._price(msg, partition, offset, share, None)
-            return
+            return self._price(msg, partition, offset, share, None)
         key = msg.key()
         process = self._path.start_process(
             topics.quotes,
@@ -336,7 +367,7 @@ class QuoteWorker(PartitionWorker):
             consumer_group=self._consumer_group,
         )
         try:
-            self._price(msg, partition, offset, share, process)
+            return self._price(msg, partition, offset, share, process)
         finally:
             process.end()
 
@@ -347,9 +378,8 @@ class QuoteWorker(PartitionWorker):
         offset: int,
         share: Share,
         process: Span | None,
-    ) -> None:
-        topics = self._cfg.topics
-        on_delivery: Callable[[KafkaError | None, Message], None] = share.delivered
+    ) -> bool:
+        on_delivery: Callable[[KafkaError | None, Message], None] = share.on_delivery
         try:
             quote = parse_quote(msg.value(), msg.key())
             check = self._guards[partition].check(quote.instrument, quote.seq, quote.epoch)
@@ -373,18 +403,18 @@ class QuoteWorker(PartitionWorker):
                 reason=exc.reason,
                 on_settled=share.settled,
             )
-            return
+            return False
         now_ns = time.time_ns()
         headers: list[tuple[str, HeaderValue]] = [
             ("seq", str(price.seq).encode()),
-            ("group", self._group.encode()),
-            ("member", self._member.encode()),
+            self._group_header,
+            self._member_header,
             ("publish_ns", str(now_ns).encode()),
         ]
         if process is not None:
             process.set_attribute("pricing_ha.seq", price.seq)
             send = self._path.start_send(
-                topics.raw,
+                self._raw_topic,
                 child_context(process),
                 key=quote.instrument,
                 partition=partition,
@@ -393,13 +423,12 @@ class QuoteWorker(PartitionWorker):
             headers.append((TRACEPARENT, traceparent_of(send)))
             on_delivery = end_on_delivery(send, on_delivery)
         self._produce(
-            topics.raw,
-            key=quote.instrument.encode(),
+            self._raw_topic,
+            key=msg.key(),  # the instrument's UTF-8 bytes: parse_quote checked it
             value=encode_price(price),
             partition=partition,
             headers=headers,
             on_delivery=on_delivery,
         )
         self._tally.add(partition, quote.instrument, (now_ns - quote.source_time_ns) / 1e9, None)
-        self.stats.priced += 1
-        self.stats.per_partition[partition] = self.stats.per_partition.get(partition, 0) + 1
+        return True

@@ -287,6 +287,29 @@ class SequenceGuard:
         last_seqs = self._last
         # Popped and put back: the dict's order is then least recently quoted first.
         last = last_seqs.pop(instrument, None)
+        if (
+            last is not None
+            and pos > last
+            and epoch_of(last) == epoch
+            and self._max_jump is not None
+            and instrument not in self._jumped
+        ):
+            # The common case, decided as below without the general bounds check: the next
+            # seq(s) of the same epoch, within the jump bound and the epoch within the skew.
+            step = seq - seq_in_epoch(last)
+            if step <= self._max_jump and epoch <= self._clock_ms() + self._skew_ms:
+                last_seqs[instrument] = pos
+                if step == 1:
+                    return _CONTIGUOUS
+                self.gaps += step - 1
+                return SeqCheck(None, step - 1)
+        return self._check_slowly(instrument, seq, epoch, pos, last)
+
+    def _check_slowly(
+        self, instrument: str, seq: int, epoch: int, pos: int, last: int | None
+    ) -> SeqCheck:
+        """:meth:`check` in general (``last`` already popped from the remembered ones)."""
+        last_seqs = self._last
         if last is not None and pos <= last:
             last_seqs[instrument] = last
             kind = "repeated" if pos == last else "backward"
@@ -353,6 +376,9 @@ class SequenceGuard:
             for instrument in instruments:
                 self._last.pop(instrument, None)
                 self._jumped.pop(instrument, None)
+
+
+_CONTIGUOUS = SeqCheck(None, 0)  # the verdict on the next seq (immutable: shared)
 
 
 def _system_ms() -> int:

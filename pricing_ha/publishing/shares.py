@@ -8,6 +8,7 @@ as they are acknowledged (or, for dead letters, settled), and a failed price fai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, Message
@@ -35,10 +36,12 @@ class Share:
     """One partition's share of a batch: its quote offsets and prices not yet acknowledged.
 
     Its :meth:`delivered` is the delivery callback of every record the share produced (one
-    object per share, not a closure per record).
+    object per share, not a closure per record): :attr:`on_delivery`, bound once, so that the
+    producer recognises it and wraps it once
+    (:meth:`pricing_ha.kafka.producers.ReplaceableProducer.produce`).
     """
 
-    __slots__ = ("failed", "first", "last", "outstanding", "permanent", "stats")
+    __slots__ = ("failed", "first", "last", "on_delivery", "outstanding", "permanent", "stats")
 
     def __init__(self, first: int, stats: PublisherStats) -> None:
         self.first = first
@@ -47,6 +50,7 @@ class Share:
         self.failed = False
         self.permanent = False  # a failure that a replay will meet again (backed off)
         self.stats = stats
+        self.on_delivery: Callable[[KafkaError | None, Message], None] = self.delivered
 
     def delivered(self, err: KafkaError | None, _msg: Message) -> None:
         """Count one record settled; an error fails the share (its quotes are replayed)."""

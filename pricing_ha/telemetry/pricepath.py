@@ -77,7 +77,10 @@ def sampled_context(
     """
     if not headers:
         return None
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    # A list (confluent-kafka's form) needs no ABC check, which costs more than the scan.
+    pairs = (
+        headers if type(headers) is list or not isinstance(headers, Mapping) else headers.items()
+    )
     value = _find_traceparent(pairs)
     return traceparent_context(value) if value else None
 
