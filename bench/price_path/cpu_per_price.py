@@ -15,6 +15,12 @@ objects talking to librdkafka's in-process mock cluster (``test.mock.num.brokers
 produce calls, delivery reports and transactions are librdkafka's own; ``--producer fake``
 replaces them with Python fakes that acknowledge every record at the next poll.
 
+The reference, measured in the same run on the same batches and producers: a bare forwarder
+of the same shape per role (``forward-publisher``: decode each quote's JSON, produce its bytes
+with a delivery callback, flush per batch; ``forward-relay``: decode each copy's JSON, forward
+P1's copies, flush per batch, no transaction), the per-record floor of Python plus
+confluent-kafka that the product's work is compared with.
+
 Reported per price, best of ``--runs``: the CPU time of the calling thread (the worker
 thread's cost: ``time.thread_time``; the mock brokers' threads are not in it) and of the whole
 process (``time.process_time``, which includes librdkafka's threads and the mock brokers).
@@ -22,7 +28,7 @@ CPU time is much less sensitive to other load on the machine than wall time, but
 (caches, frequency): say "under shared load" when the machine was not idle.
 
 Run: ``.venv/bin/python -m bench.price_path.cpu_per_price [--role publisher|relay|both]``
-(``--profile``: a cProfile of one run instead).
+(``--profile``: a cProfile of one run instead); writes bench/results/cpu_per_price.json.
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ import argparse
 import cProfile
 import json
 import logging
-import os
 import pstats
 import time
 from collections.abc import Callable
@@ -40,6 +45,8 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
+from bench.common.procstat import load
+from bench.common.report import code_version, foreign_processes, write
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.hot_path import HotPath
 from pricing_ha.dedupe.output import RelayOutput
@@ -257,7 +264,10 @@ def _relay(cfg: AppConfig, mock: bool) -> tuple[HotPath, OutputProducers]:
     return hot, producers
 
 
-def _timed(run: Callable[[], int]) -> tuple[float, float, int]:
+_Timing = tuple[float, float, int]  # thread CPU s, process CPU s, prices
+
+
+def _timed(run: Callable[[], int]) -> _Timing:
     """(thread CPU s, process CPU s, prices) of one call."""
     t, p = time.thread_time(), time.process_time()
     n = run()
@@ -298,8 +308,38 @@ def bench_relay(
     return result
 
 
+def bench_forwarder(batches: list[list[Message]], mock: bool, *, keep: bytes | None) -> _Timing:
+    """The reference: decode each record's JSON and produce its bytes (only copies whose
+    ``group`` header is ``keep``, when given), a delivery callback each, a flush per batch."""
+    producer: Any = _mock_producer({"linger.ms": 5}) if mock else _FakeProducer()
+    delivered = [0]
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            delivered[0] += 1
+
+    def run() -> int:
+        n = 0
+        for batch in batches:
+            for msg in batch:
+                value = msg.value()
+                assert value is not None
+                json.loads(value)
+                if keep is not None and ("group", keep) not in (msg.headers() or []):
+                    continue
+                producer.produce("out", key=msg.key(), value=value, on_delivery=on_delivery)
+                n += 1
+            producer.poll(0)
+            producer.flush(10)
+        return n
+
+    result = _timed(run)
+    assert delivered[0] == result[2], (delivered, result)
+    return result
+
+
 def main() -> None:
-    """Measure; print a JSON line per role."""
+    """Measure each role and its forwarding reference; write cpu_per_price.json."""
     parser = argparse.ArgumentParser(prog="python -m bench.price_path.cpu_per_price")
     parser.add_argument("--role", choices=["publisher", "relay", "both"], default="both")
     parser.add_argument("--producer", choices=["mock", "fake"], default="mock")
@@ -314,12 +354,21 @@ def main() -> None:
     cfg = AppConfig()
     mock = args.producer == "mock"
     quotes = _quote_batches(args.batches, _instruments(args.instruments), cfg.topics.partitions)
-    roles: dict[str, Callable[[], tuple[float, float, int]]] = {}
+    roles: dict[str, Callable[[], _Timing]] = {}
     if args.role in ("publisher", "both"):
         roles["publisher"] = lambda: bench_publisher(cfg, quotes, mock)
+        roles["forward-publisher"] = lambda: bench_forwarder(quotes, mock, keep=None)
     if args.role in ("relay", "both"):
         raw = _raw_batches(quotes, cfg)
         roles["relay"] = lambda: bench_relay(cfg, raw, mock)
+        roles["forward-relay"] = lambda: bench_forwarder(raw, mock, keep=b"p1")
+    figures: dict[str, Any] = {
+        "code": code_version(),
+        "load_average_1m_at_start": load(),
+        "foreign_processes_at_start": foreign_processes(),
+        "options": vars(args),
+        "roles": {},
+    }
     for role, bench in roles.items():
         if args.profile:
             profiler = cProfile.Profile()
@@ -330,19 +379,22 @@ def main() -> None:
         runs = [bench() for _ in range(args.runs)]
         thread_us = min(r[0] / r[2] for r in runs) * 1e6
         process_us = min(r[1] / r[2] for r in runs) * 1e6
-        print(
-            json.dumps(
-                {
-                    "role": role,
-                    "producer": args.producer,
-                    "prices": runs[0][2],
-                    "thread_cpu_us_per_price": round(thread_us, 2),
-                    "process_cpu_us_per_price": round(process_us, 2),
-                    "load_avg_1m": round(os.getloadavg()[0], 2),
-                }
-            ),
-            flush=True,
-        )
+        figures["roles"][role] = {
+            "prices": runs[0][2],
+            "thread_cpu_us_per_price": round(thread_us, 2),
+            "process_cpu_us_per_price": round(process_us, 2),
+            "load_average_1m_after": load(),
+        }
+        print(role, json.dumps(figures["roles"][role]), flush=True)
+    if args.profile:
+        return
+    for role in ("publisher", "relay"):
+        own, ref = figures["roles"].get(role), figures["roles"].get(f"forward-{role}")
+        if own and ref:
+            own["ratio_to_forwarder"] = round(
+                own["thread_cpu_us_per_price"] / ref["thread_cpu_us_per_price"], 2
+            )
+    write("cpu_per_price", figures)
 
 
 if __name__ == "__main__":
