@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import bench
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 ROOT = BENCH.parent
@@ -97,3 +100,20 @@ def test_the_readme_gives_every_claims_command_and_only_real_ones() -> None:
         assert f"bench.{claim}" in named, claim
     for module in named:
         assert importlib.util.find_spec(module) is not None, module
+
+
+def test_helpers_started_as_modules_run_from_any_working_directory(tmp_path: Path) -> None:
+    """A benchmark runs in a temporary directory; the helpers it starts with ``-m bench...``
+    still find the package, through the PYTHONPATH that importing ``bench`` sets."""
+    env = {**os.environ}
+    assert bench.ROOT in env["PYTHONPATH"].split(os.pathsep)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.price_path.forwarder", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
