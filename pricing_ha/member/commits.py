@@ -9,8 +9,8 @@ the relay's marks), so the rules below only trade re-reading for fewer requests:
   :data:`START_HOLD_S`: librdkafka does not start fetching a newly assigned partition while one
   of the consumer's commits is in flight;
 * **at most every** :data:`COMMIT_EVERY_S`: the positions of the batches in between are merged
-  (the latest per partition wins). A commit per batch was the largest request stream but the
-  fetches on a publisher's input (88 commits/s per publisher at 1,000 prices/s);
+  (the latest per partition wins). A commit per batch was 88 commits/s per publisher at 1,000
+  prices/s, measured under load (``bench.broker.requests``);
 * **while the input is idle**, the last positions are committed again every
   :data:`RECOMMIT_IDLE_S`;
 * **now** (a revocation's barrier, a close) sends everything held at once.
