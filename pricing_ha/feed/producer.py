@@ -9,7 +9,10 @@ duplicates from producer retries.
 
 Before producing, the feed checks that the broker answers (bounded by
 ``broker.connect_timeout_ms``) and that ``md.quotes`` has M partitions. It stops at the first
-failed delivery: a synthetic quote lost in transit would be an unexplained gap downstream.
+failed delivery (seen within :data:`~pricing_ha.feed._sender.POLL_EVERY` quotes: delivery
+callbacks are served once per that many quotes while the feed is behind its schedule, and
+before each wait when it is ahead): a synthetic quote lost in transit would be an unexplained
+gap downstream.
 
 A failure that only means the producer is finished
 (:func:`~pricing_ha.kafka.producers.producer_is_wedged`: e.g. a quote timed out while the broker
@@ -30,26 +33,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
-import orjson
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Producer
 
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError, TopicLayoutError
+from pricing_ha.feed._sender import FeedRunSummary, ProducerLike, Settings, _Sender, log
 from pricing_ha.feed.sources import FeedSummary, SyntheticMarket, feed_symbols, read_replay
-from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.partitioning import KEYED_PRODUCER_SETTINGS
-from pricing_ha.kafka.producers import ReplaceableProducer
 from pricing_ha.kafka.topics import fetch_metadata, partition_counts
-from pricing_ha.publishing.quotes import Quote, encode_quote
-from pricing_ha.telemetry.pricepath import TRACEPARENT, PricePath, end_on_delivery, traceparent_of
+from pricing_ha.publishing.quotes import Quote
+from pricing_ha.telemetry.pricepath import PricePath
 
 __all__ = [
     "PRODUCER_DEFAULTS",
@@ -75,63 +73,6 @@ PRODUCER_REQUIRED: dict[str, str | int | float | bool] = {
 """Producer settings the pipeline depends on; they win over ``broker.librdkafka``."""
 
 _MAX_SLEEP_S = 0.05  # keeps the loop responsive to stop requests while pacing
-_DRAIN_ROUNDS = 3  # final flushes: the first, and up to two after replacing a wedged producer
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-_Settings = dict[str, str | int | float | bool]
-
-log = logging.getLogger("pricing_ha.feed")
-
-
-class ProducerLike(Protocol):
-    """The part of confluent-kafka's ``Producer`` the feed uses (a seam for unit tests)."""
-
-    def produce(
-        self,
-        topic: str,
-        *,
-        value: bytes,
-        key: str,
-        on_delivery: Callable[[Any, Any], None],
-        headers: list[tuple[str, HeaderValue]] | None = None,
-    ) -> None:
-        """Queues one message; raises ``BufferError`` when the local queue is full."""
-
-    def poll(self, timeout: float) -> int:
-        """Serves delivery callbacks."""
-
-    def flush(self, timeout: float) -> int:
-        """Waits for outstanding deliveries; returns how many are still queued."""
-
-    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        """Fails every queued record (used when a wedged producer is replaced)."""
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        """Returns cluster metadata."""
-
-
-@dataclass(slots=True)
-class FeedRunSummary(FeedSummary):
-    """A :class:`~pricing_ha.feed.sources.FeedSummary` that also counts producer replacements.
-
-    Attributes:
-        producer_replacements: how often a wedged producer was replaced (its unacknowledged
-            quotes sent again).
-    """
-
-    producer_replacements: int = 0
-
-    def to_json(self) -> bytes:
-        """Serialises the summary (sorted keys) with ``producer_replacements``."""
-        data = orjson.loads(FeedSummary.to_json(self))
-        data["producer_replacements"] = self.producer_replacements
-        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
-
-    def render(self, max_instruments: int = 50) -> str:
-        """The summary's text, with a line for producer replacements when there were any."""
-        text = FeedSummary.render(self, max_instruments)
-        if self.producer_replacements:
-            text += f"\n  producer replaced {self.producer_replacements} times"
-        return text
 
 
 def with_overrides(
@@ -176,124 +117,6 @@ def _check_quotes_topic(producer: ProducerLike, cfg: AppConfig) -> None:
         )
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A quote handed to the producer and not yet acknowledged."""
-
-    quote: Quote
-    value: bytes
-    headers: list[tuple[str, HeaderValue]] | None
-    copy: int  # the producer replacement count when this copy was sent
-
-
-class _Sender:
-    """The feed's producer, and every quote it has not yet seen acknowledged."""
-
-    def __init__(
-        self,
-        settings: _Settings,
-        factory: Callable[[_Settings], ProducerLike],
-        topic: str,
-        summary: FeedRunSummary,
-        price_path: PricePath | None,
-    ) -> None:
-        self._topic = topic
-        self._summary = summary
-        self._price_path = price_path
-        self._pending: dict[int, _Pending] = {}  # by send number: insertion order is send order
-        self._sent = 0
-        self.out: ReplaceableProducer[ProducerLike] = ReplaceableProducer(
-            settings,
-            name=str(settings.get("client.id", "feed")),
-            logger=log,
-            factory=factory,
-            on_replaced=self._resend,
-        )
-
-    def send(self, quote: Quote) -> None:
-        """Produce one quote (a traced one gets a send span), then serve callbacks."""
-        number = self._sent
-        self._sent += 1
-        copy = self.out.replacements
-        callback = self._callback(number, copy)
-        headers: list[tuple[str, HeaderValue]] | None = None
-        if self._price_path is not None and self._price_path.sample_root():
-            span = self._price_path.start_send(
-                self._topic, None, key=quote.instrument, attributes={"pricing_ha.seq": quote.seq}
-            )
-            headers = [(TRACEPARENT, traceparent_of(span))]
-            callback = end_on_delivery(span, callback)
-        entry = _Pending(quote, encode_quote(quote), headers, copy)
-        self._pending[number] = entry
-        self._produce(entry, callback)
-        self._summary.on_produced(quote)
-        self.out.poll(0)
-        self.recover()
-
-    def recover(self) -> None:
-        """Replace the producer if it is wedged (which re-sends what is pending)."""
-        if self.out.replace_if_wedged() is not None:
-            self._summary.producer_replacements = self.out.replacements
-
-    def _produce(self, entry: _Pending, callback: Callable[[Any, Any], None]) -> None:
-        extra: dict[str, Any] = {} if entry.headers is None else {"headers": entry.headers}
-        while True:
-            try:
-                # No partition argument: the default partitioner must place the instrument.
-                self.out.produce(
-                    self._topic,
-                    value=entry.value,
-                    key=entry.quote.instrument,
-                    on_delivery=callback,
-                    **extra,
-                )
-            except BufferError:
-                self.out.poll(0.1)  # local queue full: let deliveries drain, then retry
-            else:
-                return
-
-    def _resend(self, _reason: str) -> None:
-        """The ``on_replaced`` hook: send every pending quote again, in the order first sent."""
-        copy = self.out.replacements
-        for number, entry in list(self._pending.items()):
-            if self._pending.get(number) is not entry:
-                continue  # acknowledged while an earlier quote waited for queue space
-            entry.copy = copy
-            self._produce(entry, self._callback(number, copy))
-
-    def _callback(self, number: int, copy: int) -> Callable[[Any, Any], None]:
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            self._on_delivery(number, copy, err)
-
-        return delivered
-
-    def _on_delivery(self, number: int, copy: int, err: KafkaError | None) -> None:
-        entry = self._pending.get(number)
-        if entry is None:
-            return  # another copy was acknowledged first, or the quote was given up
-        quote = entry.quote
-        if err is None:
-            del self._pending[number]
-            self._summary.on_delivered(quote.instrument, quote.seq)
-            return
-        if copy != entry.copy or err.code() in _PURGED or self.out.classify(err) is not None:
-            return  # a newer copy is on its way, or one will be once the producer is replaced
-        del self._pending[number]
-        self._summary.on_failed(quote.instrument, quote.seq, err.str())
-
-    def drain(self, timeout_s: float) -> None:
-        """Flush; replace a wedged producer and flush again (bounded); give up on the rest."""
-        for _ in range(_DRAIN_ROUNDS):
-            self.out.flush(timeout_s)
-            if not self._pending or self.out.wedged is None:
-                break
-            self.recover()
-        for entry in self._pending.values():
-            quote = entry.quote
-            self._summary.on_failed(quote.instrument, quote.seq, "not acknowledged")
-        self._pending.clear()
-
-
 def run_feed(
     cfg: AppConfig,
     quotes: Iterable[Quote],
@@ -304,7 +127,7 @@ def run_feed(
     should_stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    producer_factory: Callable[[_Settings], ProducerLike] | None = None,
+    producer_factory: Callable[[Settings], ProducerLike] | None = None,
     price_path: PricePath | None = None,
 ) -> FeedRunSummary:
     """Produces quotes to ``topics.quotes`` until a limit, a stop request or a failure.
@@ -344,6 +167,8 @@ def run_feed(
         due = start + sent / rate_hz if rate_hz > 0 else clock()
         if duration_s is not None and due - start >= duration_s:
             break
+        if due > clock():
+            sender.serve()  # ahead of the schedule: callbacks now, while there is time
         while (wait := due - clock()) > 0 and not should_stop():
             sleep(min(wait, _MAX_SLEEP_S))
         if should_stop() or summary.failed:

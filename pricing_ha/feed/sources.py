@@ -84,6 +84,10 @@ class _Walk:
     decimals: int
     mid_units: int
     seq: int = 0
+    scale: int = 0  # 10 ** decimals
+
+    def __post_init__(self) -> None:
+        self.scale = 10**self.decimals
 
 
 class SyntheticMarket:
@@ -132,29 +136,49 @@ class SyntheticMarket:
         Returns:
             One quote per instrument, in this round's (seeded) order.
         """
-        # random.Random's shuffle and randint use only integer draws, so the walk is the same
-        # on every platform and Python build.
-        self._rng.shuffle(self._order)
-        quotes = []
-        for symbol in self._order:
-            walk = self._walks[symbol]
-            step = self._rng.randint(-_MAX_STEP_UNITS, _MAX_STEP_UNITS)
-            walk.mid_units = max(_FLOOR_UNITS, walk.mid_units + step)
-            spread = self._rng.randint(1, _MAX_SPREAD_UNITS)
-            walk.seq += 1
-            scale = 10**walk.decimals
-            quotes.append(
-                Quote(
-                    instrument=symbol,
-                    seq=walk.seq,
-                    # int / int is correctly rounded: the float nearest the decimal price.
-                    bid=walk.mid_units / scale,
-                    ask=(walk.mid_units + spread) / scale,
-                    source_time_ns=source_time_ns,
-                    epoch=self.epoch,
-                )
+        return [
+            Quote(
+                instrument=symbol,
+                seq=seq,
+                bid=bid,
+                ask=ask,
+                source_time_ns=source_time_ns,
+                epoch=self.epoch,
             )
-        return quotes
+            for symbol, seq, bid, ask in self._round()
+        ]
+
+    def _round(self) -> list[tuple[str, int, float, float]]:
+        """One round's ``(symbol, seq, bid, ask)``, in its shuffled order.
+
+        The draws are ``random.Random``'s own: ``shuffle``, then per instrument
+        ``randint(-_MAX_STEP_UNITS, _MAX_STEP_UNITS)`` and ``randint(1, _MAX_SPREAD_UNITS)``,
+        each made as ``randint`` makes it (``getrandbits`` of the width's bit length, redrawn
+        while out of range: CPython's ``_randbelow_with_getrandbits``), without its argument
+        checks. Integer draws only, so the walk is the same on every platform and build.
+        """
+        rng = self._rng
+        rng.shuffle(self._order)
+        bits = rng.getrandbits
+        step_width, spread_width = 2 * _MAX_STEP_UNITS + 1, _MAX_SPREAD_UNITS
+        step_k, spread_k = step_width.bit_length(), spread_width.bit_length()
+        walks = self._walks
+        out = []
+        for symbol in self._order:
+            walk = walks[symbol]
+            r = bits(step_k)
+            while r >= step_width:
+                r = bits(step_k)
+            mid = walk.mid_units + r - _MAX_STEP_UNITS
+            walk.mid_units = mid = max(_FLOOR_UNITS, mid)
+            r = bits(spread_k)
+            while r >= spread_width:
+                r = bits(spread_k)
+            walk.seq += 1
+            scale = walk.scale
+            # int / int is correctly rounded: the float nearest the decimal price.
+            out.append((symbol, walk.seq, mid / scale, (mid + 1 + r) / scale))
+        return out
 
     def quotes(self, clock_ns: Callable[[], int] = time.time_ns) -> Iterator[Quote]:
         """Yields quotes forever, round after round.
@@ -162,9 +186,17 @@ class SyntheticMarket:
         Each quote is stamped with ``clock_ns()`` when it is yielded (i.e. sent, when the
         consumer is the producing loop), so downstream latency measures the pipeline only.
         """
+        epoch = self.epoch
         while True:
-            for quote in self.next_round(0):
-                yield dataclasses.replace(quote, source_time_ns=clock_ns())
+            for symbol, seq, bid, ask in self._round():
+                yield Quote(
+                    instrument=symbol,
+                    seq=seq,
+                    bid=bid,
+                    ask=ask,
+                    source_time_ns=clock_ns(),
+                    epoch=epoch,
+                )
 
 
 class ReplayError(PricingError):
@@ -288,14 +320,22 @@ class FeedSummary:
 
     def on_produced(self, quote: Quote) -> None:
         """Counts a quote handed to the producer."""
-        self.instruments.setdefault(quote.instrument, InstrumentTally()).produced += 1
+        tally = self.instruments.get(quote.instrument)
+        if tally is None:  # (no setdefault: it would build a tally for every quote)
+            tally = self.instruments[quote.instrument] = InstrumentTally()
+        tally.produced += 1
 
     def on_delivered(self, instrument: str, seq: int) -> None:
         """Counts an acknowledged quote."""
-        tally = self.instruments.setdefault(instrument, InstrumentTally())
+        tally = self.instruments.get(instrument)
+        if tally is None:
+            tally = self.instruments[instrument] = InstrumentTally()
         tally.delivered += 1
-        tally.first_seq = seq if tally.first_seq is None else min(tally.first_seq, seq)
-        tally.last_seq = seq if tally.last_seq is None else max(tally.last_seq, seq)
+        first, last = tally.first_seq, tally.last_seq
+        if first is None or seq < first:
+            tally.first_seq = seq
+        if last is None or seq > last:
+            tally.last_seq = seq
 
     def on_failed(self, instrument: str, seq: int, error: str) -> None:
         """Counts a quote whose delivery failed, keeping the first few errors."""

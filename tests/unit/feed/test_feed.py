@@ -200,3 +200,22 @@ def test_summary_render_truncates_long_lists() -> None:
     text = summary.render(max_instruments=5)
     assert "... 55 more" in text
     assert len(text.splitlines()) == 7
+
+
+def test_the_feeds_bytes_for_a_seed_are_pinned() -> None:
+    """20,000 encoded quotes of 1,000 instruments (seed 7, epoch 5, a counting clock) hash to the
+    value the feed had before its per-quote work was made cheaper: same draws, same bytes."""
+    import hashlib
+
+    from pricing_ha.publishing.quotes import encode_quote
+
+    ticks = itertools.count(1_700_000_000_000_000_000, 997)
+    market = SyntheticMarket(default_symbols(1000), 7, 5)
+    digest = hashlib.sha256()
+    for quote in itertools.islice(market.quotes(lambda: next(ticks)), 20_000):
+        digest.update(quote.instrument.encode() + b"\0" + encode_quote(quote) + b"\n")
+    assert digest.hexdigest() == PINNED_FEED_DIGEST
+
+
+#: sha256 of the stream above, computed on the feed as it was before the change.
+PINNED_FEED_DIGEST = "44bd1b40e2804f853b423f526575d83910dce8e9e4858f66d55cd9492fd6fed4"

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError
 
 from pricing_ha.config import AppConfig
 from pricing_ha.errors import ConfigError, TopicLayoutError
+from pricing_ha.feed._sender import POLL_EVERY
 from pricing_ha.feed.producer import run_configured_feed, run_feed, with_overrides
 from pricing_ha.feed.sources import SyntheticMarket, default_symbols
 from pricing_ha.publishing.quotes import Quote, parse_quote
@@ -59,6 +60,7 @@ class FakeProducer:
         self.sent: list[dict[str, Any]] = []
         self.pending: list[tuple[Callable[[Any, Any], None], bytes]] = []
         self.flushed = False
+        self.polls = 0  # poll() calls by the code under test (not by flush)
 
     def produce(self, topic: str, **kwargs: Any) -> None:
         if self.full_once:
@@ -68,6 +70,10 @@ class FakeProducer:
         self.pending.append((kwargs["on_delivery"], kwargs["value"]))
 
     def poll(self, timeout: float) -> int:
+        self.polls += 1
+        return self._serve()
+
+    def _serve(self) -> int:
         served = len(self.pending)
         for callback, value in self.pending:
             seq = orjson.loads(value)["seq"]
@@ -78,7 +84,7 @@ class FakeProducer:
 
     def flush(self, timeout: float) -> int:
         self.flushed = True
-        self.poll(0)
+        self._serve()
         return 0
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
@@ -176,10 +182,10 @@ def test_stop_request_ends_the_run() -> None:
 
 
 def test_delivery_failure_stops_the_feed() -> None:
-    """The first failed delivery ends the run and is reported."""
-    summary, _ = run({"fail_seq": 3}, rate_hz=0, count=100)
+    """The first failed delivery ends the run, within one batch of callbacks, and is reported."""
+    summary, _ = run({"fail_seq": 3}, rate_hz=0, count=100, source=quotes(1))
     assert summary.failed == 1
-    assert summary.produced < 100
+    assert summary.produced <= 3 + POLL_EVERY
     assert not summary.ok
     assert "seq 3" in summary.errors[0]
 
@@ -199,16 +205,33 @@ def test_wedged_producer_is_replaced_and_unacknowledged_quotes_resent_first() ->
 
     clock = FakeClock()
     summary = run_feed(
-        CFG, quotes(1), rate_hz=0, count=6, clock=clock, sleep=clock.sleep, producer_factory=factory
-    )
+        CFG, quotes(1), rate_hz=0, count=40, clock=clock, sleep=clock.sleep,
+        producer_factory=factory,
+    )  # fmt: skip
     assert len(made) == 2
     assert summary.ok
-    assert (summary.delivered, summary.failed) == (6, 0)
+    assert (summary.delivered, summary.failed) == (40, 0)
     assert summary.producer_replacements == 1
     assert "producer replaced 1 times" in summary.render()
     assert orjson.loads(summary.to_json())["producer_replacements"] == 1
     seqs = [[orjson.loads(c["value"])["seq"] for c in p.sent] for p in made]
-    assert seqs == [[1, 2, 3], [3, 4, 5, 6]]
+    # The timeout is seen at the first poll, after POLL_EVERY quotes; then 3 goes first.
+    first = list(range(1, POLL_EVERY + 1))
+    assert seqs == [first, [3, *range(POLL_EVERY + 1, 41)]]
+
+
+def test_unpaced_the_feed_polls_once_per_batch_of_quotes_not_per_quote() -> None:
+    """Behind its schedule (here: unpaced) the feed serves callbacks once per 16 quotes."""
+    summary, producer = run(rate_hz=0, count=1600)
+    assert summary.delivered == 1600
+    assert producer.polls <= 1600 // 16 + 1
+
+
+def test_paced_the_feed_polls_before_it_waits() -> None:
+    """Ahead of its schedule the feed serves callbacks before each wait, so none waits long."""
+    summary, producer = run(rate_hz=100.0, count=50)
+    assert summary.delivered == 50
+    assert producer.polls >= 49
 
 
 def test_full_queue_is_retried() -> None:
