@@ -27,8 +27,18 @@ Figures, for both:
    ``--measure-s``; p50 / p99 / max.
 3. **CPU per price** of every process (publishers / forwarders, relays, broker, feed), from
    ``/proc/<pid>/stat`` over each case's steady window, divided by the prices delivered in it.
-4. **memory**: VmRSS and VmHWM of every process at the end of each case.
-5. **scale**: the search and memory at each ``--instruments`` x ``--partitions`` combination.
+4. **memory**: VmRSS and VmHWM of every process at the end of each case; with two instrument
+   counts or more, the bytes an instrument costs each role (publisher, relay) at each partition
+   count, from the peak RSS at the fewest and the most (:mod:`bench.price_path.line_rate_report`
+   states the method, and the JSON repeats it).
+5. **scale**: the search and memory at each ``--instruments`` x ``--partitions`` combination
+   (``--scale``: 100 and 100,000 instruments on 4 and 32 partitions, short steps from near the
+   known rates, three per search; about 15 minutes).
+6. **direct subscriber** (``--direct-rate``, none by default): per round and rate, a fresh
+   product path with ``pricing-ha subscribe --direct`` reading ``prices.raw`` while the feed
+   sends that rate for ``--step-s``: every price exactly once, how far behind at the feed's exit,
+   the drain, its CPU per price (:mod:`bench.price_path.direct_keepup`). ``0.8x`` asks for 0.8 x
+   the round's sustained product rate.
 
 Reading the figures: everything shares the machine's cores, so a path's ceiling is often the
 broker's or the feed's CPU, not its own (each case reports every process's share of a core).
@@ -42,7 +52,8 @@ Headline (the first combination): ``sustained_prices_per_s``, the product's medi
 sustained rate over the rounds, and ``ratio_to_reference``, that over the reference's.
 
 Run: ``.venv/bin/python -m bench.price_path [--rounds 2] [--step-s 30] [--start-rate 4000]
-[--instruments 100[,10000,100000]] [--partitions 4[,32]] [--pipelined] [--smoke]``.
+[--reference-start-rate R] [--instruments 100[,10000,100000]] [--partitions 4[,32]]
+[--direct-rate 12000|0.8x] [--pipelined] [--scale] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -50,7 +61,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -67,26 +77,40 @@ from bench.price_path.cases import (
     ladder_step,
     latency_case,
 )
+from bench.price_path.direct_keepup import direct_case, direct_rates
 from bench.price_path.forwarder import CONSUMER_SETTINGS, producer_settings
+from bench.price_path.line_rate_report import (
+    memory_per_instrument,
+    print_table,
+    ratio,
+    summarise_latency,
+    summarise_search,
+    table,
+)
 from pricing_ha.local.broker import LocalKafka
 from pricing_ha.member.worker import BATCH, FIRST_WAIT_S
 
 KINDS = ("product", "reference")
 FACTOR = 1.25
 LATENCY_INSTRUMENTS = 100
+#: ``--scale``: 100 and 100,000 instruments on 4 and 32 partitions, one round, short steps
+#: starting near the rates each path held on this machine (the product ~15,000/s, the reference
+#: ~30,000/s), three steps per search: about 15 minutes.
+SCALE: dict[str, Any] = {
+    "instruments": "100,100000",
+    "partitions": "4,32",
+    "rounds": 1,
+    "step_s": 10.0,
+    "start_rate": 12207.0,
+    "reference_start_rate": 23842.0,
+    "max_steps": 3,
+    "skip_latency": True,
+    "name": "price_path_scale",
+}
 
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
-
-
-def _median(values: list[float | None], nd: int = 1) -> float | None:
-    kept = [v for v in values if v is not None]
-    return round(statistics.median(kept), nd) if kept else None
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 class Bench:
@@ -113,7 +137,8 @@ class Bench:
         steps: list[dict[str, Any]] = []
         runs: list[PathRun] = []
         best: int | None = None
-        rate = float(a.start_rate)
+        start = a.reference_start_rate if kind == "reference" else None
+        rate = float(start or a.start_rate)
         try:
             while len(steps) < a.max_steps:
                 step, run = ladder_step(
@@ -172,87 +197,17 @@ class Bench:
             pipelined=self.args.pipelined,
         )
 
-
-def _summarise_search(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians over the rounds of one kind's searches at one combination."""
-    tops = [r for r in runs if r["highest_sustained_per_s"] is not None]
-    cpu_roles = ("publisher_each", "relay_all", "broker", "feed")
-    return {
-        "highest_sustained_per_s_each_round": [r["highest_sustained_per_s"] for r in runs],
-        "sustained_per_s_median": _median([r["highest_sustained_per_s"] for r in runs], 0),
-        "any_lower_bound": any(r["lower_bound"] for r in runs),
-        "any_limited_by_feed": any(r["limited_by_feed"] for r in runs),
-        "cpu_us_per_price_median": {
-            role: _median([t["at_highest"]["cpu"]["cpu_us_per_price_by_role"][role] for t in tops])
-            for role in cpu_roles
-        },
-        "peak_hwm_mib_max": {
-            role: max(
-                (
-                    v
-                    for t in tops
-                    if (v := t["at_highest"]["memory"]["peak_hwm_mib_by_role"].get(role))
-                    is not None
-                ),
-                default=None,
-            )
-            for role in ("publisher", "relay", "broker", "feed")
-        },
-        "output_checks_ok": [r["output_check"]["ok"] for r in tops],
-        "runs": runs,
-    }
-
-
-def _summarise_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    lat = [r["source_to_receive"] for r in runs]
-    hops = [r["hop"] for r in runs]
-    return {
-        "p50_ms_median": _median([x.get("p50_ms") for x in lat]),
-        "p99_ms_median": _median([x.get("p99_ms") for x in lat]),
-        "hop_p50_ms_median": _median([x.get("p50_ms") for x in hops]),
-        "hop_p99_ms_median": _median([x.get("p99_ms") for x in hops]),
-        "max_ms_max": max((x.get("max_ms", 0.0) for x in lat), default=None),
-        "n_total": sum(x.get("n", 0) for x in lat),
-        "runs": runs,
-    }
-
-
-def _table(figures: dict[str, Any]) -> list[tuple[str, Any, Any, Any]]:
-    """Rows of the closing table: figure, product, reference, ratio."""
-    rows: list[tuple[str, Any, Any, Any]] = []
-    for combo, c in figures["throughput"].items():
-        p, r = c["product"]["sustained_per_s_median"], c["reference"]["sustained_per_s_median"]
-        rows.append((f"sustained prices/s ({combo})", p, r, _ratio(p, r)))
-    for rate, c in figures.get("latency", {}).items():
-        for q in ("p50_ms_median", "p99_ms_median"):
-            p, r = c["product"][q], c["reference"][q]
-            rows.append((f"latency {q.split('_')[0]} ms at {rate}", p, r, _ratio(p, r)))
-        for q in ("hop_p50_ms_median", "hop_p99_ms_median"):
-            p, r = c["product"][q], c["reference"][q]
-            rows.append((f"one broker hop {q.split('_')[1]} ms at {rate}", p, r, _ratio(p, r)))
-    base = next(iter(figures["throughput"].values()))
-    for role, label in (("publisher_each", "publisher (each)"), ("relay_all", "relay (all)")):
-        p = base["product"]["cpu_us_per_price_median"][role]
-        r = base["reference"]["cpu_us_per_price_median"][role]
-        rows.append((f"CPU µs/price {label}", p, r, _ratio(p, r)))
-    for role in ("broker", "feed"):
-        p = base["product"]["cpu_us_per_price_median"][role]
-        r = base["reference"]["cpu_us_per_price_median"][role]
-        rows.append((f"CPU µs/price {role}", p, r, _ratio(p, r)))
-    for role in ("publisher", "relay", "broker"):
-        p = base["product"]["peak_hwm_mib_max"][role]
-        r = base["reference"]["peak_hwm_mib_max"][role]
-        rows.append((f"peak RSS MiB {role} (per process)", p, r, _ratio(p, r)))
-    return rows
-
-
-def _print_table(rows: list[tuple[str, Any, Any, Any]]) -> None:
-    width = max(len(r[0]) for r in rows)
-    print(f"{'figure':<{width}} | {'product':>10} | {'reference':>10} | {'ratio':>6}")
-    print(f"{'-' * width}-+-{'-' * 10}-+-{'-' * 10}-+-{'-' * 6}")
-    for name, p, r, q in rows:
-        cells = ["-" if v is None else f"{v:g}" for v in (p, r, q)]
-        print(f"{name:<{width}} | {cells[0]:>10} | {cells[1]:>10} | {cells[2]:>6}")
+    def direct(self, rate: float, partitions: int) -> dict[str, Any]:
+        """One direct-subscriber keep-up case (:mod:`bench.price_path.direct_keepup`)."""
+        return direct_case(
+            self.bootstrap,
+            self.broker_pid,
+            self.workdir(f"direct-{rate:.0f}"),
+            rate=rate,
+            step_s=self.args.step_s,
+            instruments=LATENCY_INSTRUMENTS,
+            partitions=partitions,
+        )
 
 
 def _options() -> argparse.Namespace:
@@ -275,12 +230,69 @@ def _options() -> argparse.Namespace:
         help="the reference relay without a flush per batch too (its publishers never flush)",
     )
     parser.add_argument(
+        "--reference-start-rate",
+        type=float,
+        default=None,
+        help="the reference's first step, total/s (default: --start-rate)",
+    )
+    parser.add_argument(
+        "--direct-rate",
+        default="",
+        help="also check that `subscribe --direct` keeps up at these totals/s (100 "
+        "instruments, --step-s each); '0.8x': 0.8 x this run's sustained rate",
+    )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the scale run's defaults (explicit options win): "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in SCALE.items() if v is not True),
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="1 round, 2 short steps, short latency windows"
     )
     args = parser.parse_args()
+    if args.scale:
+        parser.set_defaults(**SCALE)
+        args = parser.parse_args()
     if args.smoke:
         args.rounds, args.step_s, args.max_steps, args.measure_s = 1, 8.0, 2, 5.0
     return args
+
+
+def _latency_figures(
+    figures: dict[str, Any],
+    hzs: list[float],
+    latencies: dict[tuple[float, str], list[dict[str, Any]]],
+) -> None:
+    """Medians of the latency cases, and the goals' keys (the first latency rate)."""
+    figures["latency"] = {
+        f"{LATENCY_INSTRUMENTS * hz:.0f}/s": {
+            kind: summarise_latency(latencies[(hz, kind)]) for kind in KINDS
+        }
+        for hz in hzs
+    }
+    first = figures["latency"][f"{LATENCY_INSTRUMENTS * hzs[0]:.0f}/s"]["product"]
+    # The goals' keys: latency feed -> subscriber and one broker hop, measured side by side
+    # in the same window (the first latency rate).
+    figures["latency_ms"] = {"p50": first["p50_ms_median"], "p99": first["p99_ms_median"]}
+    figures["hop_ms"] = {"p50": first["hop_p50_ms_median"], "p99": first["hop_p99_ms_median"]}
+
+
+def _print_notes(figures: dict[str, Any]) -> None:
+    """What limits the searches' figures (lower bounds, the feed's pace)."""
+    for combo, c in figures["throughput"].items():
+        bounded = [kind for kind in KINDS if c[kind]["any_lower_bound"]]
+        if bounded:
+            print(
+                f"note: {combo}: {', '.join(bounded)} held every step up to --max-steps "
+                "(sustained figure is a lower bound)"
+            )
+        fed = [kind for kind in KINDS if c[kind]["any_limited_by_feed"]]
+        if fed:
+            print(
+                f"note: {combo}: {', '.join(fed)}: the search ended on a step the feed could "
+                "not pace (a limit of the feed, not of the path)"
+            )
 
 
 def main() -> None:
@@ -321,6 +333,7 @@ def main() -> None:
     }
     searches: dict[tuple[int, int, str], list[dict[str, Any]]] = {}
     latencies: dict[tuple[float, str], list[dict[str, Any]]] = {}
+    directs: list[dict[str, Any]] = []
     # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
     os.chdir(tempfile.mkdtemp(prefix="bench-price-path-cwd-"))
     with LocalKafka() as broker:
@@ -338,51 +351,44 @@ def main() -> None:
                     latencies.setdefault((hz, kind), []).append(
                         bench.latency(kind, hz, combos[0][1])
                     )
+            held = searches[(*combos[0], "product")][-1]["highest_sustained_per_s"]
+            for rate in direct_rates(args.direct_rate, held):
+                print(f"round {k + 1}: direct subscriber at {rate:.0f}/s", flush=True)
+                case = bench.direct(rate, combos[0][1])
+                case["fraction_of_sustained"] = None if not held else round(rate / held, 3)
+                directs.append(case)
     figures["throughput"] = {
-        f"{i}x{p}": {kind: _summarise_search(searches[(i, p, kind)]) for kind in KINDS}
+        f"{i}x{p}": {kind: summarise_search(searches[(i, p, kind)]) for kind in KINDS}
         for i, p in combos
     }
     for c in figures["throughput"].values():
-        c["ratio_to_reference"] = _ratio(
+        c["ratio_to_reference"] = ratio(
             c["product"]["sustained_per_s_median"], c["reference"]["sustained_per_s_median"]
         )
     base = figures["throughput"][f"{combos[0][0]}x{combos[0][1]}"]
     figures["sustained_prices_per_s"] = base["product"]["sustained_per_s_median"]
     figures["ratio_to_reference"] = base["ratio_to_reference"]
     if hzs:
-        figures["latency"] = {
-            f"{LATENCY_INSTRUMENTS * hz:.0f}/s": {
-                kind: _summarise_latency(latencies[(hz, kind)]) for kind in KINDS
-            }
-            for hz in hzs
-        }
-        first = figures["latency"][f"{LATENCY_INSTRUMENTS * hzs[0]:.0f}/s"]["product"]
-        # The goals' keys: latency feed -> subscriber and one broker hop, measured side by side
-        # in the same window (the first latency rate).
-        figures["latency_ms"] = {"p50": first["p50_ms_median"], "p99": first["p99_ms_median"]}
-        figures["hop_ms"] = {"p50": first["hop_p50_ms_median"], "p99": first["hop_p99_ms_median"]}
+        _latency_figures(figures, hzs, latencies)
     figures["cpu_us_per_price"] = base["product"]["cpu_us_per_price_median"]
+    if args.direct_rate:
+        figures["direct_subscriber"] = {
+            "kept_up_every_case": bool(directs) and all(d["kept_up"] for d in directs),
+            "cases": directs,
+        }
+    memory = memory_per_instrument(searches, _ints(args.instruments), _ints(args.partitions))
+    if memory is not None:
+        figures["memory_per_instrument"] = memory
+        figures["memory_bytes_per_instrument"] = memory["product_bytes_per_instrument_max"]
     figures["load_average_1m_at_end"] = load()
     figures["foreign_processes_at_end"] = foreign_processes()
     figures["wall_time_s"] = round(time.monotonic() - began, 1)
-    rows = _table(figures)
+    rows = table(figures)
     columns = ("figure", "product", "reference", "ratio")
     figures["table"] = [dict(zip(columns, r, strict=True)) for r in rows]
     write(args.name, figures, smoke="--smoke" if args.smoke else None)
-    _print_table(rows)
-    for combo, c in figures["throughput"].items():
-        bounded = [kind for kind in KINDS if c[kind]["any_lower_bound"]]
-        if bounded:
-            print(
-                f"note: {combo}: {', '.join(bounded)} held every step up to --max-steps "
-                "(sustained figure is a lower bound)"
-            )
-        fed = [kind for kind in KINDS if c[kind]["any_limited_by_feed"]]
-        if fed:
-            print(
-                f"note: {combo}: {', '.join(fed)}: the search ended on a step the feed could "
-                "not pace (a limit of the feed, not of the path)"
-            )
+    print_table(rows)
+    _print_notes(figures)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,71 @@
+"""The line-rate report's memory per instrument: from peak RSS at the fewest and most
+instruments, per partition count, path and role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.price_path.line_rate_report import memory_per_instrument
+
+MIB = 2**20
+
+
+def _search(kind: str, rate: float, quotes: int, hwm: dict[str, float]) -> dict[str, Any]:
+    names = {
+        "product": {"publisher": ["p1-a", "p2-a"], "relay": ["relay-r1", "relay-r2"]},
+        "reference": {"publisher": ["fwd-p1", "fwd-p2"], "relay": ["fwd-relay"]},
+    }[kind]
+    per = {n: {"VmRSS": v - 1, "VmHWM": v} for role, v in hwm.items() for n in names[role]}
+    per[names["publisher"][1]]["VmHWM"] -= 5  # the role's figure is its largest process
+    step = {"offered_per_s": rate, "quotes": quotes, "memory": {"per_process_mib": per}}
+    return {"steps": [step]}
+
+
+def _searches(relay_many: float) -> dict[tuple[int, int, str], list[dict[str, Any]]]:
+    out = {}
+    for kind in ("product", "reference"):
+        out[(100, 4, kind)] = [_search(kind, 10_000, 100_000, {"publisher": 60, "relay": 70})]
+        out[(100_000, 4, kind)] = [
+            _search(kind, 10_000, 100_000, {"publisher": 80, "relay": relay_many})
+        ]
+    return out
+
+
+def test_bytes_per_instrument_from_the_largest_process_of_each_role() -> None:
+    """20 MiB more publisher and 30 MiB more relay over 99,900 more instruments."""
+    memory = memory_per_instrument(_searches(100.0), [100, 100_000], [4])
+    assert memory is not None
+    product = memory["4_partitions"]["product"]["bytes_per_instrument_max"]
+    assert product["publisher"] == pytest.approx(20 * MIB / 99_900, abs=1)
+    assert product["relay"] == pytest.approx(30 * MIB / 99_900, abs=1)
+    assert memory["product_bytes_per_instrument_max"] == product
+    assert "VmHWM" in memory["method"]
+
+
+def test_only_the_instruments_a_step_saw_count() -> None:
+    """A step that sent 50,000 quotes saw 50,000 of 100,000 instruments: twice the bytes each."""
+    searches = _searches(100.0)
+    for kind in ("product", "reference"):
+        searches[(100_000, 4, kind)][0]["steps"][0]["quotes"] = 50_000
+    memory = memory_per_instrument(searches, [100, 100_000], [4])
+    assert memory is not None
+    rounds = memory["4_partitions"]["product"]["rounds"]
+    assert rounds[0]["instruments_seen"] == [100, 50_000]
+    assert rounds[0]["relay"]["bytes_per_instrument"] == pytest.approx(30 * MIB / 49_900, abs=1)
+
+
+def test_steps_at_different_rates_are_not_compared() -> None:
+    """The first steps must share their offered rate, or no figure is given (and why)."""
+    searches = _searches(100.0)
+    searches[(100_000, 4, "product")][0]["steps"][0]["offered_per_s"] = 8_000
+    memory = memory_per_instrument(searches, [100, 100_000], [4])
+    assert memory is not None
+    assert "problem" in memory["4_partitions"]["product"]["rounds"][0]
+    assert memory["product_bytes_per_instrument_max"] == {"publisher": None, "relay": None}
+
+
+def test_one_instrument_count_gives_no_memory_figure() -> None:
+    """Nothing to compare with a single --instruments value."""
+    assert memory_per_instrument(_searches(100.0), [100], [4]) is None
