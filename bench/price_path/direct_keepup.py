@@ -39,11 +39,12 @@ _SAMPLE = re.compile(r"^(\w+)(\{[^}]*\})?\s+(\S+)")
 
 
 def delivered_from_metrics(text: str) -> int:
-    """The subscriber's prices delivered, summed over partitions, from a ``/metrics`` body."""
+    """The subscriber's prices delivered, summed over partitions, from its ``/metrics`` body
+    (a subscriber's process counts only its own deliveries there)."""
     total = 0.0
     for line in text.splitlines():
         m = _SAMPLE.match(line)
-        if m and m.group(1) == DELIVERED and 'stage="subscriber"' in (m.group(2) or ""):
+        if m and m.group(1) == DELIVERED:
             total += float(m.group(3))
     return int(total)
 

@@ -80,10 +80,10 @@ from bench.price_path.cases import (
 from bench.price_path.direct_keepup import direct_case, direct_rates
 from bench.price_path.forwarder import CONSUMER_SETTINGS, producer_settings
 from bench.price_path.line_rate_report import (
+    latency_figures,
     memory_per_instrument,
     print_table,
     ratio,
-    summarise_latency,
     summarise_search,
     table,
 )
@@ -197,17 +197,29 @@ class Bench:
             pipelined=self.args.pipelined,
         )
 
-    def direct(self, rate: float, partitions: int) -> dict[str, Any]:
-        """One direct-subscriber keep-up case (:mod:`bench.price_path.direct_keepup`)."""
-        return direct_case(
-            self.bootstrap,
-            self.broker_pid,
-            self.workdir(f"direct-{rate:.0f}"),
-            rate=rate,
-            step_s=self.args.step_s,
-            instruments=LATENCY_INSTRUMENTS,
-            partitions=partitions,
-        )
+    def direct_cases(self, k: int, held: float | None, partitions: int) -> list[dict[str, Any]]:
+        """Round ``k``'s direct-subscriber keep-up cases (:mod:`.direct_keepup`) at each
+        ``--direct-rate`` (``held``: the round's sustained product rate, for fractions)."""
+        spec = self.args.direct_rate
+        rates = direct_rates(spec, held)
+        out: list[dict[str, Any]] = []
+        if len(rates) < len([x for x in spec.split(",") if x.strip()]):
+            out.append({"round": k, "skipped": "a fraction of no sustained rate"})
+        for rate in rates:
+            print(f"round {k}: direct subscriber at {rate:.0f}/s", flush=True)
+            case = direct_case(
+                self.bootstrap,
+                self.broker_pid,
+                self.workdir(f"direct-{rate:.0f}"),
+                rate=rate,
+                step_s=self.args.step_s,
+                instruments=LATENCY_INSTRUMENTS,
+                partitions=partitions,
+            )
+            case["round"] = k
+            case["fraction_of_sustained"] = None if not held else round(rate / held, 3)
+            out.append(case)
+        return out
 
 
 def _options() -> argparse.Namespace:
@@ -257,25 +269,6 @@ def _options() -> argparse.Namespace:
     if args.smoke:
         args.rounds, args.step_s, args.max_steps, args.measure_s = 1, 8.0, 2, 5.0
     return args
-
-
-def _latency_figures(
-    figures: dict[str, Any],
-    hzs: list[float],
-    latencies: dict[tuple[float, str], list[dict[str, Any]]],
-) -> None:
-    """Medians of the latency cases, and the goals' keys (the first latency rate)."""
-    figures["latency"] = {
-        f"{LATENCY_INSTRUMENTS * hz:.0f}/s": {
-            kind: summarise_latency(latencies[(hz, kind)]) for kind in KINDS
-        }
-        for hz in hzs
-    }
-    first = figures["latency"][f"{LATENCY_INSTRUMENTS * hzs[0]:.0f}/s"]["product"]
-    # The goals' keys: latency feed -> subscriber and one broker hop, measured side by side
-    # in the same window (the first latency rate).
-    figures["latency_ms"] = {"p50": first["p50_ms_median"], "p99": first["p99_ms_median"]}
-    figures["hop_ms"] = {"p50": first["hop_p50_ms_median"], "p99": first["hop_p99_ms_median"]}
 
 
 def _print_notes(figures: dict[str, Any]) -> None:
@@ -352,11 +345,7 @@ def main() -> None:
                         bench.latency(kind, hz, combos[0][1])
                     )
             held = searches[(*combos[0], "product")][-1]["highest_sustained_per_s"]
-            for rate in direct_rates(args.direct_rate, held):
-                print(f"round {k + 1}: direct subscriber at {rate:.0f}/s", flush=True)
-                case = bench.direct(rate, combos[0][1])
-                case["fraction_of_sustained"] = None if not held else round(rate / held, 3)
-                directs.append(case)
+            directs += bench.direct_cases(k + 1, held, combos[0][1])
     figures["throughput"] = {
         f"{i}x{p}": {kind: summarise_search(searches[(i, p, kind)]) for kind in KINDS}
         for i, p in combos
@@ -369,11 +358,11 @@ def main() -> None:
     figures["sustained_prices_per_s"] = base["product"]["sustained_per_s_median"]
     figures["ratio_to_reference"] = base["ratio_to_reference"]
     if hzs:
-        _latency_figures(figures, hzs, latencies)
+        latency_figures(figures, hzs, latencies, LATENCY_INSTRUMENTS)
     figures["cpu_us_per_price"] = base["product"]["cpu_us_per_price_median"]
     if args.direct_rate:
         figures["direct_subscriber"] = {
-            "kept_up_every_case": bool(directs) and all(d["kept_up"] for d in directs),
+            "kept_up_every_case": bool(directs) and all(d.get("kept_up") for d in directs),
             "cases": directs,
         }
     memory = memory_per_instrument(searches, _ints(args.instruments), _ints(args.partitions))

@@ -83,6 +83,26 @@ def summarise_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def latency_figures(
+    figures: dict[str, Any],
+    hzs: list[float],
+    latencies: dict[tuple[float, str], list[dict[str, Any]]],
+    instruments: int,
+) -> None:
+    """Medians of the latency cases, and the goals' keys (the first latency rate)."""
+    figures["latency"] = {
+        f"{instruments * hz:.0f}/s": {
+            kind: summarise_latency(latencies[(hz, kind)]) for kind in KINDS
+        }
+        for hz in hzs
+    }
+    first = figures["latency"][f"{instruments * hzs[0]:.0f}/s"]["product"]
+    # The goals' keys: latency feed -> subscriber and one broker hop, measured side by side
+    # in the same window (the first latency rate).
+    figures["latency_ms"] = {"p50": first["p50_ms_median"], "p99": first["p99_ms_median"]}
+    figures["hop_ms"] = {"p50": first["hop_p50_ms_median"], "p99": first["hop_p99_ms_median"]}
+
+
 def table(figures: dict[str, Any]) -> list[tuple[str, Any, Any, Any]]:
     """Rows of the closing table: figure, product, reference, ratio."""
     rows: list[tuple[str, Any, Any, Any]] = []

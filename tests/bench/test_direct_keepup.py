@@ -13,16 +13,16 @@ from bench.price_path.direct_keepup import (
 
 METRICS = """# HELP pricing_ha_prices_delivered_total Prices delivered to this subscriber
 # TYPE pricing_ha_prices_delivered_total counter
-pricing_ha_prices_delivered_total{partition="0",stage="subscriber"} 1200.0
-pricing_ha_prices_delivered_total{partition="1",stage="subscriber"} 34.0
-pricing_ha_prices_delivered_total{partition="1",stage="relay"} 999.0
-pricing_ha_prices_delivered_created{partition="0",stage="subscriber"} 1.7e9
+pricing_ha_prices_delivered_total{partition="0"} 1200.0
+pricing_ha_prices_delivered_total{partition="1"} 34.0
+pricing_ha_prices_delivered_created{partition="0"} 1.7e9
 pricing_ha_duplicates_dropped_total{partition="0",stage="subscriber"} 7.0
 """
 
 
-def test_delivered_is_summed_over_partitions_of_the_subscriber_stage_only() -> None:
-    """Other stages, other metrics and the ``_created`` series are not prices delivered."""
+def test_delivered_is_summed_over_partitions() -> None:
+    """Every partition's count is added; other metrics and the ``_created`` series are not
+    prices delivered."""
     assert delivered_from_metrics(METRICS) == 1234
     assert delivered_from_metrics("") == 0
 
@@ -84,3 +84,20 @@ def test_exactly_once_needs_every_seq_of_every_instrument_and_no_defect() -> Non
     assert extra["ok"] is False
     dup = _summary(A=(3, 1, 3), B=(2, 1, 2)) | {"duplicates": 1}
     assert exactly_once(dup, expected)["ok"] is False
+
+
+async def test_the_count_is_read_from_what_a_real_subscriber_exposes() -> None:
+    """A subscriber that delivered 3 prices (a duplicate dropped, a gap) exposes 3."""
+    from pricing_ha.config import AppConfig
+    from pricing_ha.telemetry import setup_telemetry
+    from tests.unit.subscribing.test_subscriber import raw, started
+
+    telemetry = setup_telemetry(AppConfig(), service_role="subscriber", group=None, member="t")
+    try:
+        sub, fake = await started(telemetry=telemetry)
+        fake.batches = [[raw("X", 1), raw("X", 2), raw("X", 2, "p2"), raw("X", 5)]]
+        await sub.poll(0.1)
+        assert delivered_from_metrics(telemetry.prometheus_text()) == 3
+        await sub.close()
+    finally:
+        telemetry.shutdown()
