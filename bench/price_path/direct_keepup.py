@@ -145,7 +145,7 @@ def _health_url(proc: Proc) -> str | None:
 
 def direct_case(
     bootstrap: str,
-    broker_pid: int,
+    broker_pid: int | None,
     workdir: Path,
     *,
     rate: float,
@@ -153,7 +153,10 @@ def direct_case(
     instruments: int,
     partitions: int,
 ) -> dict[str, Any]:
-    """Feed ``rate`` quotes/s for ``step_s`` with a direct subscriber reading; did it keep up?"""
+    """Feed ``rate`` quotes/s for ``step_s`` with a direct subscriber reading; did it keep up?
+
+    ``broker_pid``: the broker's process, sampled beside the others (None: not sampled).
+    """
     n = int(rate * step_s)
     summary_path = workdir / "subscriber-direct.json"
     with ProcessGroup(workdir / "logs") as procs:
@@ -169,7 +172,7 @@ def direct_case(
             raise AssertionError(f"the direct subscriber did not start: {sub.log_tail()}")
         url = _health_url(sub)
         assert url is not None, sub.log_tail()
-        pids = {"broker": broker_pid, "subscriber": sub.pid}
+        pids = {"subscriber": sub.pid} | ({} if broker_pid is None else {"broker": broker_pid})
         sampler = ProcSampler(pids | {k: p.pid for k, p in run.workers.items()})
         scraper = _Scraper(url)
         try:
