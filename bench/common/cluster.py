@@ -14,6 +14,7 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
+from bench.common.procstat import ProcSampler
 from pricing_ha.local.cluster import PricingCluster
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.tails import TopicTail
@@ -75,6 +76,19 @@ def start_feed(
     if duration_s is not None:
         args.append(f"--duration={duration_s:g}")
     return cluster.cli("feed", *args)
+
+
+def feed_and_wait(
+    cluster: PricingCluster, sampler: ProcSampler, instruments: int, rate: float, count: int
+) -> tuple[float, float]:
+    """Feed ``count`` quotes at ``rate`` in total, its CPU sampled as ``feed``; wait for it to
+    exit (successfully, within 120 s of its schedule). Returns the monotonic times of its
+    start and its exit."""
+    t0 = time.monotonic()
+    feed = start_feed(cluster, instruments=instruments, rate_hz=rate / instruments, count=count)
+    sampler.add("feed", feed.pid)
+    assert feed.wait(count / rate + 120) == 0, feed.log_tail()
+    return t0, time.monotonic()
 
 
 class TopicCounter:

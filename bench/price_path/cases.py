@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench.common.cluster import TopicCounter, start_feed, start_pipeline
+from bench.common.cluster import TopicCounter, feed_and_wait, start_feed, start_pipeline
 from bench.common.procstat import ProcSampler, load
 from bench.common.report import foreign_processes
 from pricing_ha.local.cluster import PricingCluster, read_topic
@@ -217,13 +217,7 @@ def ladder_step(
         counter = TopicCounter(bootstrap, [run.quotes, run.out], partitions)
         try:
             load_before = load()
-            t0 = time.monotonic()
-            feed = start_feed(
-                run.cluster, instruments=instruments, rate_hz=rate / instruments, count=n
-            )
-            sampler.add("feed", feed.pid)
-            assert feed.wait(step_s + 120) == 0, feed.log_tail()
-            feed_end = time.monotonic()
+            t0, feed_end = feed_and_wait(run.cluster, sampler, instruments, rate, n)
             complete = counter.wait_for(run.out, n, timeout_s=60, stall_s=10)
             load_after = load()
         finally:

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common.cluster import start_feed
+from bench.common.cluster import feed_and_wait
 from bench.common.procstat import ProcSampler, load
 from bench.price_path.cases import WARM_S, drop_topics, start_product
 from pricing_ha.local.procs import Proc, ProcessGroup
@@ -177,13 +177,7 @@ def direct_case(
         scraper = _Scraper(url)
         try:
             load_before = load()
-            t0 = time.monotonic()
-            feed = start_feed(
-                run.cluster, instruments=instruments, rate_hz=rate / instruments, count=n
-            )
-            sampler.add("feed", feed.pid)
-            assert feed.wait(step_s + 120) == 0, feed.log_tail()
-            feed_end = time.monotonic()
+            t0, feed_end = feed_and_wait(run.cluster, sampler, instruments, rate, n)
             wait_until(lambda: scraper.last >= n or scraper.stalled(), 120)
             load_after = load()
         finally:
