@@ -116,9 +116,8 @@ def run(producer_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> tuple[A
         return made[0]
 
     source = kwargs.pop("source", quotes())
-    summary = run_feed(
-        CFG, source, clock=clock, sleep=clock.sleep, producer_factory=factory, **kwargs
-    )
+    sleep = kwargs.pop("sleep", clock.sleep)
+    summary = run_feed(CFG, source, clock=clock, sleep=sleep, producer_factory=factory, **kwargs)
     return summary, made[0]
 
 
@@ -151,6 +150,23 @@ def test_pacing_follows_an_absolute_schedule() -> None:
     times = [call["at"] for call in producer.sent]
     assert times == pytest.approx([i / 100 for i in range(50)], abs=1e-9)
     assert summary.produced == 50
+
+
+def test_at_a_high_rate_the_feed_waits_once_per_handful_of_quotes_never_far_ahead() -> None:
+    """At 50,000/s (20 µs apart) a quote due within 0.2 ms goes at once: the feed sleeps about
+    once per ten quotes, not per quote, and never sends one more than 0.2 ms early."""
+    clock = FakeClock()
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.sleep(seconds)
+
+    summary, producer = run(rate_hz=50_000.0, count=5_000, clock=clock, sleep=sleep)
+    assert summary.produced == 5_000
+    early = [i / 50_000 - call["at"] for i, call in enumerate(producer.sent)]
+    assert max(early) <= 0.0002 + 1e-9
+    assert len(sleeps) <= 5_000 / 8
 
 
 def test_duration_limits_the_run() -> None:
