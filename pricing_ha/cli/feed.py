@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +29,30 @@ from pricing_ha.cli._support import (
 )
 
 __all__ = ["feed_command"]
+
+#: The collector's thresholds while the feed produces (CPython's defaults: 700, 10, 10).
+_PRODUCING_GC_THRESHOLD = (10_000, 50, 100)
+
+
+@contextlib.contextmanager
+def _collector_for_producing() -> Iterator[None]:
+    """Keep the garbage collector off the feed's per-quote path, then put it back.
+
+    The feed allocates a few short-lived objects per quote (freed by reference counting, not
+    by the collector), and with the default thresholds the collector keeps walking what
+    start-up built (modules, telemetry, the CLI) while that is still young. Freezing it and
+    collecting less often cut the feed's CPU by 1.5-2.5 µs per quote over runs of 400,000
+    unpaced quotes (A/B, three rounds, start-up included: most of it in the first seconds);
+    in a steady window at 50,000/s the difference was within the noise (8.1 against 8.4).
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*_PRODUCING_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 @app.command("feed")
@@ -60,7 +87,6 @@ def feed_command(
     json_logs: JsonLogsOption = False,
 ) -> None:
     """Produce synthetic (or replayed) market data to md.quotes."""
-    import contextlib
     import socket
 
     from pricing_ha.feed.producer import run_configured_feed, with_overrides
@@ -94,6 +120,7 @@ def feed_command(
             typer.echo(f"health: {server.url}/healthz /readyz /metrics")
             if health_file is not None:
                 write_health_file(health_file, server.url, role="feed")
+        stack.enter_context(_collector_for_producing())
         summary = run_configured_feed(
             cfg,
             replay=replay,

@@ -119,3 +119,31 @@ def test_config_from_the_environment_variable_reaches_the_command(tmp_path: Path
     result = CliRunner().invoke(app, ["topics", "check"], env={"PRICING_HA_CONFIG": str(path)})
     assert result.exit_code == 2
     assert f"{path}: neli.threshold_ms:" in result.stderr
+
+
+def test_feed_runs_with_its_start_up_objects_frozen_out_of_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The feed command freezes what start-up built (the collector's full passes skip it) and
+    collects the young generation less often while it produces, then puts both back."""
+    import gc
+
+    from pricing_ha.feed import producer
+    from pricing_ha.feed.sources import FeedSummary
+
+    seen: dict[str, object] = {}
+
+    def fake_run(*_args: object, **_kwargs: object) -> FeedSummary:
+        seen["frozen"] = gc.get_freeze_count()
+        seen["threshold"] = gc.get_threshold()
+        return FeedSummary(topic="md.quotes")
+
+    monkeypatch.setattr(producer, "run_configured_feed", fake_run)
+    before = gc.get_threshold()
+    result = CliRunner().invoke(app, ["feed", "--count", "1"], env={})
+    assert result.exit_code == 0, result.output
+    assert isinstance(seen["frozen"], int)
+    assert seen["frozen"] > 0
+    assert seen["threshold"][0] >= 10_000  # type: ignore[index]
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
