@@ -5,10 +5,11 @@ both relays, which keep running: a direct subscriber shares the machine with the
 the feed starts, one ``pricing-ha subscribe --direct --from-beginning`` arbitrating both groups'
 copies on ``prices.raw``. The feed then sends R quotes/s (100 instruments) for ``step_s``.
 Its progress is read from its own ``/metrics`` (``pricing_ha_prices_delivered_total``, summed
-over partitions; the subscriber flushes it once per poll), scraped every
-:data:`SCRAPE_S`; its CPU from ``/proc``. Once it has every price, or has stopped growing for
-:data:`STALL_S`, it is stopped with SIGTERM and its summary (``--summary-out``) is judged
-against the feed's.
+over partitions; the subscriber flushes it once per poll), scraped every :data:`SCRAPE_S`,
+beside the publishers' (half the records on ``prices.raw``, from its high watermarks: a
+subscriber behind is told from a path behind); its CPU from ``/proc``. Once it has every
+price, or has stopped growing for :data:`STALL_S`, it is stopped with SIGTERM and its summary
+(``--summary-out``) is judged against the feed's.
 
 Kept up = every price received exactly once (per instrument, seqs 1..last as the feed sent them,
 no gap, duplicate or reordering, nothing undecodable), at most R / 2 prices behind when the
@@ -28,6 +29,7 @@ from typing import Any
 from bench.common.cluster import feed_and_wait
 from bench.common.procstat import ProcSampler, load
 from bench.price_path.cases import WARM_S, drop_topics, start_product
+from bench.price_path.feed_rate import Watch
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.waiting import wait_until
 
@@ -80,6 +82,17 @@ def keepup_figures(
         "drain_after_feed_exit_s": drain,
         "kept_pace": behind <= 0.5 * rate and drain is not None and drain <= DRAINED_WITHIN_S,
     }
+
+
+def publishers_behind(
+    raw_samples: list[tuple[float, int]], *, n: int, feed_end: float
+) -> dict[str, Any]:
+    """How far the publishers themselves were behind at the feed's exit: ``n`` minus half the
+    records on ``prices.raw`` then (both groups write a copy of each price; an estimate, as
+    one group may be ahead of the other), so that a subscriber behind can be told from a path
+    behind."""
+    published = _count_at(raw_samples, feed_end) // 2
+    return {"publishers_behind_at_feed_exit_estimate": max(0, n - published)}
 
 
 def exactly_once(summary: dict[str, Any], expected: dict[str, int]) -> dict[str, Any]:
@@ -175,6 +188,7 @@ def direct_case(
         pids = {"subscriber": sub.pid} | ({} if broker_pid is None else {"broker": broker_pid})
         sampler = ProcSampler(pids | {k: p.pid for k, p in run.workers.items()})
         scraper = _Scraper(url)
+        raw = Watch(bootstrap, run.cluster.topics["raw"], partitions, SCRAPE_S)
         try:
             load_before = load()
             t0, feed_end = feed_and_wait(run.cluster, sampler, instruments, rate, n)
@@ -182,11 +196,13 @@ def direct_case(
             load_after = load()
         finally:
             scraper.close()
+            raw.close()
             sampler.close()
         sub.terminate()
         sub.wait(60)
         expected = run.cluster.expected()
     figures = keepup_figures(scraper.samples, n=n, rate=rate, feed_end=feed_end)
+    figures |= publishers_behind([(x.t, x.records) for x in raw.samples], n=n, feed_end=feed_end)
     verdict = exactly_once(json.loads(summary_path.read_text()), expected)
     window = sampler.window(t0 + WARM_S, feed_end).get("subscriber")
     cpu: dict[str, float | None] = {"cpu_us_per_price": None, "cpu_percent_of_a_core": None}

@@ -9,6 +9,7 @@ from bench.price_path.direct_keepup import (
     direct_rates,
     exactly_once,
     keepup_figures,
+    publishers_behind,
 )
 
 METRICS = """# HELP pricing_ha_prices_delivered_total Prices delivered to this subscriber
@@ -101,3 +102,15 @@ async def test_the_count_is_read_from_what_a_real_subscriber_exposes() -> None:
         await sub.close()
     finally:
         telemetry.shutdown()
+
+
+def test_the_publishers_progress_is_half_the_copies_on_prices_raw() -> None:
+    """Two copies per price: 180,000 records at the feed's exit are 90,000 prices published,
+    10,000 behind; nothing is counted as ahead."""
+    raw = [(0.0, 0), (9.9, 180_000), (10.5, 200_000)]
+    assert publishers_behind(raw, n=100_000, feed_end=10.0) == {
+        "publishers_behind_at_feed_exit_estimate": 10_000
+    }
+    assert publishers_behind([(0.0, 210_000)], n=100_000, feed_end=10.0) == {
+        "publishers_behind_at_feed_exit_estimate": 0
+    }

@@ -25,5 +25,6 @@ def test_a_direct_subscriber_is_judged_from_its_own_metrics_and_summary(
     assert case["exactly_once"]["copies_dropped"] > 0
     assert case["drain_after_feed_exit_s"] is not None
     assert case["behind_at_feed_exit"] >= 0
+    assert case["publishers_behind_at_feed_exit_estimate"] <= case["prices"]
     assert case["subscriber_cpu"]["cpu_us_per_price"] is not None
     assert case["topics_deleted"]
