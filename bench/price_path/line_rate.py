@@ -251,7 +251,8 @@ def _options() -> argparse.Namespace:
         "--direct-rate",
         default="",
         help="also check that `subscribe --direct` keeps up at these totals/s (100 "
-        "instruments, --step-s each); '0.8x': 0.8 x this run's sustained rate",
+        "instruments, --step-s each); '0.8x': 0.8 x this run's sustained rate; with "
+        "--max-steps 0 --skip-latency, the check alone",
     )
     parser.add_argument(
         "--scale",
