@@ -105,6 +105,7 @@ class GracePeriods:
         )
         if not todo or self._takeover.recovering():
             return []
+        self._control.prepare_takeovers(todo)  # connecting while the owner releases
         probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
         log.info("probed partitions in their grace period: %s", probes)
         acked = time.monotonic()
@@ -141,6 +142,7 @@ class GracePeriods:
             elif self._owner_emitting(partition):
                 todo.append(partition)
         if todo and not self._takeover.recovering():
+            self._control.prepare_takeovers(todo)
             probes = self._control.write_markers(todo, PROBE, timeout_s=_PROBE_TIMEOUT_S)
             log.info("probed partitions whose owner is still emitting: %s", probes)
             acked = time.monotonic()
@@ -149,11 +151,14 @@ class GracePeriods:
                 held[partition] = "its owner, still emitting, was asked to release it"
         return held
 
-    def forget_asked(self, wanted: Collection[int]) -> None:
-        """Forget the requests of partitions no longer assigned to this member (``wanted``)."""
+    def forget(self, wanted: Collection[int], grace: Collection[int]) -> None:
+        """Forget the requests of partitions no longer assigned to this member (``wanted``),
+        and let go of the producers prepared for partitions neither wanted nor in their grace
+        period (``grace``)."""
         for lc in self._lifecycles.values():
             if lc.asked is not None and lc.partition not in wanted:
                 lc.asked = None
+        self._control.forget_prepared({*wanted, *grace})
 
     def _owner_emitting(self, partition: int) -> bool:
         """Whether another member holds the latest, unreleased term on ``partition`` and the
