@@ -70,7 +70,7 @@ def test_paced_consumer_fetches_at_most_once_per_pace_and_loses_nothing(
         while sum(map(len, seen.values())) < sent and time.monotonic() < deadline:
             msg = consumer.poll(0.05)
             if msg is not None and msg.error() is None:
-                seen[msg.partition()].append(int(msg.value()))
+                seen[msg.partition() or 0].append(int(msg.value() or b"-1"))
             if first is None and sum(map(len, seen.values())) >= RATE // 4:
                 first = (time.monotonic(), _fetch_requests(latest))
             if last is None and done.is_set():

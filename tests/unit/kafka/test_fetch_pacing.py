@@ -64,9 +64,9 @@ def test_relays_input_and_standby_tail_are_paced() -> None:
 def test_users_librdkafka_table_overrides_the_pace() -> None:
     """A pace in the user's [broker.librdkafka] table wins over the default."""
     cfg = dataclasses.replace(
-        AppConfig(), broker=BrokerConfig(librdkafka={"fetch.queue.backoff.ms": 25})
+        AppConfig(), broker=BrokerConfig(librdkafka={"fetch.queue.backoff.ms": "25"})
     )
-    assert standby_settings(cfg, "r1")["fetch.queue.backoff.ms"] == 25
+    assert standby_settings(cfg, "r1")["fetch.queue.backoff.ms"] == "25"
 
 
 def test_liveness_reader_waits_like_the_other_idle_readers() -> None:
