@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from bench.common.cluster import start_feed, start_pipeline
 from bench.common.topic_gaps import baseline_gaps, max_gap_ms
 from bench.relay_failover.checks import relay_section, takeovers_in
-from bench.relay_failover.rounds import INSTRUMENTS, PRELOAD_PREFIX, Rounds, pct
+from bench.relay_failover.rounds import FAULTS, INSTRUMENTS, PRELOAD_PREFIX, Rounds, pct
 from bench.relay_failover.standby_cost import steady_costs
 from pricing_ha.config import RelayConfig
 from pricing_ha.local.broker import LocalKafka
@@ -41,6 +41,7 @@ class Plan:
         retained: records preloaded on ``prices``.
         relay: the relays' configuration (its ``[relay]`` section).
         stop_s: how long a SIGSTOP lasts.
+        faults: the faults of one round, in order (:data:`~.rounds.FAULTS` by default).
     """
 
     members: int
@@ -48,6 +49,7 @@ class Plan:
     retained: int
     relay: RelayConfig
     stop_s: float
+    faults: tuple[str, ...] = FAULTS
 
 
 def preload(bootstrap: str, topic: str, partitions: int, count: int) -> dict[str, float]:
@@ -167,7 +169,7 @@ def run_cluster(
                         result.quiet = quiet_window(state, quiet_s)
                         if state.settle() is None:
                             rounds = range(0)  # not settled after the quiet window: no fault
-                    rows = state.play(rounds, index)
+                    rows = state.play(rounds, index, plan.faults)
             finally:
                 feed.terminate()
                 feed.wait(60)

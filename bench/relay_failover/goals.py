@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.relay_failover.rounds import pct
+from bench.relay_failover.rounds import FAULTS, pct
 
 KILL_P99_S = 0.6  # relay owner SIGKILL: silence on prices at p99
 STOP_P99_S = 0.6  # relay owner SIGSTOP past the detector's threshold: the same bound
@@ -135,9 +135,12 @@ def as_specified(
     session_ms: int,
     prices_per_s: float,
     quiet_s: float,
+    faults: tuple[str, ...] = FAULTS,
 ) -> dict[str, Any]:
     """Whether the run was the one the goals describe, and what differed."""
     differs = []
+    if faults != FAULTS:
+        differs.append(f"faults per round {list(faults)} (goals: {list(FAULTS)})")
     if rounds < ROUNDS:
         differs.append(f"{rounds} rounds per retained value (goals: {ROUNDS})")
     if sorted(retained) != sorted(RETAINED):

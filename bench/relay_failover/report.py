@@ -20,8 +20,11 @@ _TOPIC_COUNTS = ("duplicates", "out_of_order", "gaps")
 _KINDS = ("kill", "sigstop", "sigterm", "join")
 
 
-def summarise(runs: list[ClusterRun], *, tick_s: float) -> dict[str, Any]:
-    """The figures of the clusters ``runs`` (one retained value); ``tick_s``: the feed's tick."""
+def summarise(
+    runs: list[ClusterRun], *, tick_s: float, faults: tuple[str, ...] = FAULTS
+) -> dict[str, Any]:
+    """The figures of the clusters ``runs`` (one retained value); ``tick_s``: the feed's tick;
+    ``faults``: those of one round."""
     rows = [e for r in runs for e in r.events]
     verdicts = [r.verdict for r in runs]
     judged = [v for v in verdicts if v is not None]
@@ -62,7 +65,7 @@ def summarise(runs: list[ClusterRun], *, tick_s: float) -> dict[str, Any]:
         },
         "clusters": len(runs),
         # rounds whose faults were all made (in any cluster)
-        "rounds_completed": sum(1 for n in faults_per_round.values() if n == len(FAULTS)),
+        "rounds_completed": sum(1 for n in faults_per_round.values() if n == len(faults)),
         "silence_s": {
             fault: {"per_affected_partition": of(fault, False), "worst_per_event": of(fault, True)}
             for fault in _KINDS

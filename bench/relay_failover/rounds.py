@@ -287,11 +287,14 @@ class Rounds:
             "settled_as": how,
         }
 
-    def play(self, rounds: range, cluster: int) -> list[dict[str, Any]]:
-        """The faults of ``rounds`` (on a settled cluster) until done or no longer settled."""
+    def play(
+        self, rounds: range, cluster: int, faults: tuple[str, ...] = FAULTS
+    ) -> list[dict[str, Any]]:
+        """The ``faults`` of each of ``rounds`` (on a settled cluster) until done or no longer
+        settled."""
         rows: list[dict[str, Any]] = []
         for i in rounds:
-            for fault in FAULTS:
+            for fault in faults:
                 row = self.join() if fault == "join" else self.stop_active(fault)
                 if row is None:
                     self.diagnostic = (

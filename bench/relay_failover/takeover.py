@@ -154,7 +154,7 @@ def run(rounds: int, per_cluster: int, plan: Plan, *, quiet_s: float) -> dict[st
                 "note": "measured in the first cluster that settled only: each cluster is a "
                 "fresh broker with the same preload, so it is the same in every cluster",
             }
-    figures = summarise(runs, tick_s=1 / plan.hz)
+    figures = summarise(runs, tick_s=1 / plan.hz, faults=plan.faults)
     figures["steady_costs"] = costs
     for row in figures["events"]:
         row["retained"] = plan.retained
@@ -194,8 +194,17 @@ def main() -> None:
     parser.add_argument(
         "--quiet-s", type=float, default=0.0, help="fault-free window counting takeovers (0: none)"
     )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help="the faults of one round, in order (of kill, join, sigstop, sigterm; default: "
+        "%(default)s); e.g. sigterm,join for planned moves alone",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write here instead")
     args = parser.parse_args()
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    if not faults or not set(faults) <= set(FAULTS):
+        parser.error(f"--faults: a comma-separated list of {sorted(set(FAULTS))}")
     per_cluster = args.rounds_per_cluster
     if per_cluster <= 0 or per_cluster >= args.rounds:
         per_cluster = max(args.rounds, 1)  # every round on one broker
@@ -219,7 +228,7 @@ def main() -> None:
             "broker": "local Apache Kafka (KRaft, one node, log on disk), a new one per cluster",
             "rounds": args.rounds,
             "rounds_per_cluster": per_cluster,
-            "faults_per_round": list(FAULTS),
+            "faults_per_round": list(faults),
             "publishers_per_group": args.members,
             "groups": ["p1", "p2"],
             "relays": "2 live (a replacement joins after each kill and each SIGTERM)",
@@ -255,7 +264,7 @@ def main() -> None:
     os.chdir(tempfile.mkdtemp(prefix="bench-relay-takeover-cwd-"))
     for retained in retained_values:
         print(f"{retained} records retained on prices", flush=True)
-        plan = Plan(args.members, args.hz, retained, relay, args.stop_s)
+        plan = Plan(args.members, args.hz, retained, relay, args.stop_s, faults)
         figures["by_retained"][str(retained)] = run(
             args.rounds, per_cluster, plan, quiet_s=args.quiet_s
         )
@@ -278,6 +287,7 @@ def main() -> None:
                 session_ms=relay.session_timeout_ms,
                 prices_per_s=INSTRUMENTS * args.hz,
                 quiet_s=args.quiet_s,
+                faults=faults,
             ),
             "machine": machine(),
             "load_average_1m": {"start": load_at_start, "end": round(os.getloadavg()[0], 2)},

@@ -147,6 +147,16 @@ class ControlWriter:
                 fences.discard(partition)  # this member's term there is over
         return offsets
 
+    def prepare_takeovers(self, partitions: Collection[int]) -> None:
+        """Create the transactional producers of ``partitions`` ahead of their takeover
+        (:meth:`.fences.Fences.prepare`); those not taken over are let go by
+        :meth:`forget_prepared`."""
+        self._producers.fences.prepare(partitions)
+
+    def forget_prepared(self, keep: Collection[int]) -> None:
+        """Let go of the producers prepared for partitions not in ``keep``."""
+        self._producers.fences.unprepare(keep)
+
     def _marker_headers(
         self,
         kind: bytes,

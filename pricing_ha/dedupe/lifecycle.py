@@ -125,6 +125,10 @@ class PartitionLifecycle:
     term: int | None = None
     #: Grace period (:mod:`.grace_period`): offset of this member's probe, when acknowledged.
     probe: tuple[int, float] | None = None
+    #: Assigned with no grace period left while another member still emits on it
+    #: (:meth:`.grace_period.GracePeriods.hold_for_release`): offset of this member's probe
+    #: asking that owner to release it, when acknowledged.
+    asked: tuple[int, float] | None = None
     #: Hand-over (:mod:`.handover`): since when, until when it may go on if nobody asks
     #: (monotonic), when a stale tail was last ticked, since when it was given back.
     handover_began: float | None = None

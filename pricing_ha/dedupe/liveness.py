@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
 from neli.wire import Heartbeat, HeartbeatDecodeError
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 
 __all__ = ["Liveness", "LivenessReader"]
 
@@ -130,7 +131,9 @@ class LivenessReader:
             **settings,
             "group.id": f"relay-standby-liveness-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
-            "fetch.wait.max.ms": 20,
+            # Apache Kafka answers a waiting fetch as soon as a record arrives, so the wait
+            # only sets how often an idle reader asks (pricing_ha.kafka.fetching).
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
         }
         self._topic = topic
         self.liveness = liveness

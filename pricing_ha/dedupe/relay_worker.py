@@ -134,7 +134,13 @@ class RelayWorker(RelayTending):
             wanted=self.wanted,
             drop=self.drop,
         )
-        self._grace = GracePeriods(self.standby, self._control, neli.takeover, self.lifecycles)
+        self._grace = GracePeriods(
+            self.standby,
+            self._control,
+            neli.takeover,
+            self.lifecycles,
+            clock_skew_s=cfg.relay.clock_skew_ms / 1000,
+        )
         self._succession = Succession(self.standby, self._control, neli)
         #: ``prices.raw`` partitions read ahead of their takeover (:mod:`.read_ahead`).
         self.read_ahead = ReadAhead(self.consumer, cfg.topics.raw)
@@ -265,6 +271,13 @@ class RelayWorker(RelayTending):
                 deferred[partition] = TakeoverDeferredError(
                     "the standby tail is still reading the partition's history", retry_after_s=0.1
                 )
+        if not suspected:
+            # No grace period left, yet the owner still emits: ask it first (.grace_period),
+            # reading the partition ahead meanwhile; retried at the worker's next turn.
+            held = self._grace.hold_for_release([p for p in partitions if p not in deferred])
+            for partition, why in held.items():
+                deferred[partition] = TakeoverDeferredError(why, retry_after_s=0.0)
+            self._read_ahead([p for p in held if p in self.wanted])
         partitions = [p for p in partitions if p not in deferred]
         # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace
         # period that NELI ended on evidence may have left no time for a probe and a read ahead).

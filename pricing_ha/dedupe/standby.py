@@ -94,6 +94,8 @@ class StandbyTail:
         ]
         # partition -> monotonic time the tail last read a record of it (the detector's input)
         self._seen = [float("-inf")] * partitions
+        # partition -> the last price read (its timestamp is read only when asked for)
+        self._last_price: list[Message | None] = [None] * partitions
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-standby", daemon=True)
@@ -210,6 +212,7 @@ class StandbyTail:
         control = control_kind(msg.key(), msg.headers())
         if control is None:
             view.fold_price(offset, seq_of(msg))
+            self._last_price[partition] = msg
             return
         kind, values = control
         if kind != CHECKPOINT:  # a checkpoint copies some member's view below it: nothing new
@@ -307,11 +310,29 @@ class StandbyTail:
         (``-inf``: none since it started)."""
         return self._seen[partition]
 
+    def last_price_wall(self, partition: int) -> float:
+        """The timestamp (wall seconds, its producer's clock) of the last price the tail read
+        on ``partition`` (``-inf``: none since it started, or not stamped)."""
+        msg = self._last_price[partition]
+        if msg is None:
+            return float("-inf")
+        ts_type, ts_ms = msg.timestamp()
+        return float("-inf") if ts_type == TIMESTAMP_NOT_AVAILABLE else ts_ms / 1000
+
     def caught_up(self, partition: int) -> bool:
         """Whether the tail has reached the end of ``partition`` at least once (a member that
         just joined reads the partition's history first)."""
         with self._changed:
             return self.views[partition].at_end
+
+    def held_by_other(self, partition: int) -> bool:
+        """Whether the latest term on ``partition`` is another member's and it has not
+        released it (as far as the tail has read)."""
+        with self._changed:
+            view = self.views[partition]
+            if view.term < 0 or view.clean:
+                return False
+            return any(at == view.term and who != self._me for who, at in view.requests.items())
 
     def requested_after(self, partition: int, offset: int) -> bool:
         """Whether another member asked for ``partition`` (a probe or takeover marker) after

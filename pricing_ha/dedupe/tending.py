@@ -127,6 +127,7 @@ class RelayTending(PartitionWorker):
         def of_interest(partition: int) -> bool:
             return partition in grace or partition in self.wanted or self._neli.leads(partition)
 
+        self._grace.forget(self.wanted, grace)
         probed = self._grace.probe(grace, self._handovers.partitions())
         if probed:
             self._read_ahead(probed)

@@ -113,3 +113,20 @@ def test_as_specified_names_what_differs_from_the_goals_setup() -> None:
     short = as_specified(rounds=2, retained=[0], session_ms=6000, prices_per_s=1000, quiet_s=0)
     assert short["ok"] is False
     assert len(short["differs"]) == 3
+
+
+def test_a_run_of_some_faults_only_is_not_the_specified_run() -> None:
+    """A smoke run of planned moves alone (``--faults sigterm,join``) says so."""
+    spec = as_specified(
+        rounds=10,
+        retained=[0, 1000000],
+        session_ms=6000,
+        prices_per_s=1000.0,
+        quiet_s=600.0,
+        faults=("sigterm", "join"),
+    )
+    assert not spec["ok"]
+    assert spec["differs"] == [
+        "faults per round ['sigterm', 'join'] (goals: "
+        "['kill', 'join', 'sigstop', 'sigterm', 'join'])"
+    ]

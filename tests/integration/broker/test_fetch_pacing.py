@@ -1,0 +1,91 @@
+"""On Apache Kafka, a paced consumer asks for records about 1000 / FETCH_PACE_MS times a second
+while they flow, and still receives every record once, in order."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pricing_ha.dedupe.raw_input import FETCH_SETTINGS
+from pricing_ha.kafka.fetching import FETCH_PACE_MS
+from pricing_ha.local.waiting import wait_for
+
+RATE = 1000  # records a second, over 4 partitions
+SECONDS = 4.0
+
+
+def _fetch_requests(stats: dict[str, Any]) -> int:
+    """Fetch requests sent to the cluster's brokers (not the bootstrap entry)."""
+    return sum(
+        b.get("req", {}).get("Fetch", 0) for b in stats["brokers"].values() if b["nodeid"] >= 0
+    )
+
+
+def test_paced_consumer_fetches_at_most_once_per_pace_and_loses_nothing(
+    bootstrap: str, topic_factory: Callable[[int], str]
+) -> None:
+    """At 1,000 records/s on 4 partitions, the relay's input settings make at most 1.5 x
+    1000 / FETCH_PACE_MS fetch requests a second, and every record arrives once, in order."""
+    topic = topic_factory(4)
+    latest: dict[str, Any] = {}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            **FETCH_SETTINGS,
+            "group.id": f"{topic}-paced",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 200,
+            "stats_cb": lambda s: latest.update(json.loads(s)),
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
+    seen: dict[int, list[int]] = {p: [] for p in range(4)}
+    sent = int(RATE * SECONDS)
+    done = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        start = time.monotonic()
+        for i in range(sent):
+            delay = start + i / RATE - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(topic, str(i).encode(), partition=i % 4)
+            producer.poll(0)
+        producer.flush(10)
+        done.set()
+
+    try:
+        wait_for(lambda: _poll_stats(consumer, latest), 15, "consumer statistics", interval_s=0)
+        writer = threading.Thread(target=produce, daemon=True)
+        writer.start()
+        first: tuple[float, int] | None = None  # (when, fetches) once records flow
+        last: tuple[float, int] | None = None  # (when, fetches) once all were sent
+        deadline = time.monotonic() + SECONDS + 20
+        while sum(map(len, seen.values())) < sent and time.monotonic() < deadline:
+            msg = consumer.poll(0.05)
+            if msg is not None and msg.error() is None:
+                seen[msg.partition() or 0].append(int(msg.value() or b"-1"))
+            if first is None and sum(map(len, seen.values())) >= RATE // 4:
+                first = (time.monotonic(), _fetch_requests(latest))
+            if last is None and done.is_set():
+                last = (time.monotonic(), _fetch_requests(latest))
+        writer.join(10)
+    finally:
+        consumer.close()
+    for p, values in seen.items():
+        assert values == list(range(p, sent, 4)), f"partition {p}: lost, repeated or out of order"
+    assert first is not None
+    assert last is not None
+    rate = (last[1] - first[1]) / (last[0] - first[0])
+    assert 0 < rate <= 1.5 * 1000 / FETCH_PACE_MS, f"{rate:.0f} fetch requests/s"
+
+
+def _poll_stats(consumer: Consumer, latest: dict[str, Any]) -> bool:
+    consumer.poll(0.05)
+    return bool(latest)
