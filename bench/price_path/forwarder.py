@@ -49,7 +49,6 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, Message, Producer, TopicPartition
 
 from pricing_ha.config import AppConfig
-from pricing_ha.kafka.fetching import PACED_FETCH
 from pricing_ha.kafka.headers import header_list
 from pricing_ha.kafka.partitioning import KEYED_PRODUCER_SETTINGS
 from pricing_ha.kafka.producers import PRODUCER_DEFAULTS
@@ -58,7 +57,7 @@ from pricing_ha.publishing.quote_worker import MESSAGE_TIMEOUT_MS
 
 #: The input consumer's settings: the publisher's quote consumer and the relay's raw consumer.
 CONSUMER_SETTINGS: dict[str, str | int | float | bool] = {
-    **PACED_FETCH,
+    "fetch.wait.max.ms": 10,
     "log.connection.close": False,
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,

@@ -31,7 +31,7 @@ from confluent_kafka import (
 from pricing_ha.dedupe.arbitration import Arbiter
 from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice
-from pricing_ha.kafka.fetching import PACED_FETCH
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.positions import any_unknown, committed_starts
 
 __all__ = ["FETCH_SETTINGS", "RawInput"]
@@ -49,13 +49,12 @@ _COMMITTED_TIMEOUT_S = 2.0  # the raw group's committed offsets, asked at a take
 #: broker that fills a response from the partitions in request order up to the request's limit
 #: (librdkafka starts each request one partition further on). librdkafka wants
 #: message.max.bytes <= fetch.max.bytes; a record batch larger than that is still returned
-#: whole. Fetches are paced (:data:`~pricing_ha.kafka.fetching.PACED_FETCH`): a partition that
-#: received records from a fetch is fetched again only FETCH_PACE_MS later, so a backlog is read
-#: at up to 64 KiB per partition every FETCH_PACE_MS, and a partition taken up after others
-#: does not wait behind their prefetched backlog (librdkafka's default prefetches 100,000
-#: records).
+#: whole. (librdkafka also prefetches up to 100,000 records, so partitions taken up after others
+#: wait behind the earlier ones' prefetched backlog. Lowering queued.min.messages made that
+#: worse: a partition whose queue is full is not fetched again for fetch.queue.backoff.ms, 1 s
+#: by default. Left at the default; pricing_ha.kafka.fetching.PACING sets both for pacing.)
 FETCH_SETTINGS: Mapping[str, Any] = {
-    **PACED_FETCH,
+    "fetch.wait.max.ms": FETCH_WAIT_MS,
     "log.connection.close": False,
     "max.partition.fetch.bytes": 65536,
     "fetch.max.bytes": 65536,

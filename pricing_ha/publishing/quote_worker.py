@@ -36,7 +36,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.dead_letter import DeadLetters, bounded_reason
-from pricing_ha.kafka.fetching import PACED_FETCH
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
 from pricing_ha.kafka.positions import any_unknown, committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
@@ -87,7 +87,7 @@ class QuoteWorker(PartitionWorker):
             f"quotes-{group}",
             Consumer(
                 broker.client_config(
-                    defaults={**PACED_FETCH, "log.connection.close": False},
+                    defaults={"fetch.wait.max.ms": FETCH_WAIT_MS, "log.connection.close": False},
                     required={
                         "group.id": quotes_group_id(group),
                         "enable.auto.commit": False,

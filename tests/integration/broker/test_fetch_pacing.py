@@ -1,5 +1,6 @@
-"""On Apache Kafka, a paced consumer asks for records about 1000 / FETCH_PACE_MS times a second
-while they flow, and still receives every record once, in order."""
+"""On Apache Kafka, a consumer paced by the documented recipe asks for records at most about
+1000 / fetch.queue.backoff.ms times a second while they flow, and still receives every record
+once, in order."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pricing_ha.dedupe.raw_input import FETCH_SETTINGS
-from pricing_ha.kafka.fetching import FETCH_PACE_MS
+from pricing_ha.kafka.fetching import PACING
 from pricing_ha.local.waiting import wait_for
 
 RATE = 1000  # records a second, over 4 partitions
@@ -29,14 +30,16 @@ def _fetch_requests(stats: dict[str, Any]) -> int:
 def test_paced_consumer_fetches_at_most_once_per_pace_and_loses_nothing(
     bootstrap: str, topic_factory: Callable[[int], str]
 ) -> None:
-    """At 1,000 records/s on 4 partitions, the relay's input settings make at most 1.5 x
-    1000 / FETCH_PACE_MS fetch requests a second, and every record arrives once, in order."""
+    """At 1,000 records/s on 4 partitions, the relay's input settings with PACING make at most
+    1.5 x 1000 / fetch.queue.backoff.ms fetch requests a second; every record arrives once, in
+    order."""
     topic = topic_factory(4)
     latest: dict[str, Any] = {}
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             **FETCH_SETTINGS,
+            **PACING,
             "group.id": f"{topic}-paced",
             "enable.auto.commit": False,
             "statistics.interval.ms": 200,
@@ -83,7 +86,8 @@ def test_paced_consumer_fetches_at_most_once_per_pace_and_loses_nothing(
     assert first is not None
     assert last is not None
     rate = (last[1] - first[1]) / (last[0] - first[0])
-    assert 0 < rate <= 1.5 * 1000 / FETCH_PACE_MS, f"{rate:.0f} fetch requests/s"
+    pace_ms = int(PACING["fetch.queue.backoff.ms"])
+    assert 0 < rate <= 1.5 * 1000 / pace_ms, f"{rate:.0f} fetch requests/s"
 
 
 def _poll_stats(consumer: Consumer, latest: dict[str, Any]) -> bool:

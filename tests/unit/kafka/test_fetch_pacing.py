@@ -1,5 +1,5 @@
-"""The price path's consumers pace their fetches; the liveness reader and the user's table keep
-their say."""
+"""Fetch pacing is opt-in: off by default, and the documented [broker.librdkafka] recipe
+reaches every price-path consumer; the liveness reader waits like the others."""
 
 from __future__ import annotations
 
@@ -12,27 +12,15 @@ from confluent_kafka import Consumer
 from pricing_ha.config import AppConfig, BrokerConfig
 from pricing_ha.dedupe.liveness import Liveness, LivenessReader
 from pricing_ha.dedupe.relay_clients import RelayClients, standby_settings
-from pricing_ha.kafka.fetching import FETCH_PACE_MS, FETCH_WAIT_MS, PACED_FETCH
+from pricing_ha.kafka.fetching import FETCH_WAIT_MS, PACING
 from pricing_ha.publishing import quote_worker
 from pricing_ha.publishing.quote_worker import PublisherStats, QuoteWorker
 from pricing_ha.telemetry import Telemetry
 
-
-def _paced(settings: dict[str, Any]) -> bool:
-    return all(settings.get(key) == value for key, value in PACED_FETCH.items())
+PACED = dataclasses.replace(AppConfig(), broker=BrokerConfig(librdkafka=dict(PACING)))
 
 
-def test_paced_fetch_backs_off_after_every_fetch_that_returned_records() -> None:
-    """One queued record is enough to hold the next fetch back FETCH_PACE_MS; the idle wait
-    stays FETCH_WAIT_MS."""
-    assert PACED_FETCH["queued.min.messages"] == 1
-    assert PACED_FETCH["fetch.queue.backoff.ms"] == FETCH_PACE_MS
-    assert 0 < FETCH_PACE_MS < FETCH_WAIT_MS
-    assert PACED_FETCH["fetch.wait.max.ms"] == FETCH_WAIT_MS
-
-
-def test_publishers_quote_consumer_is_paced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The publisher's md.quotes consumer is built with the pacing settings."""
+def _quote_consumer(cfg: AppConfig, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: list[dict[str, Any]] = []
 
     class _Recorder:
@@ -40,33 +28,51 @@ def test_publishers_quote_consumer_is_paced(monkeypatch: pytest.MonkeyPatch) -> 
             seen.append(settings)
 
     monkeypatch.setattr(quote_worker, "Consumer", _Recorder)
-    QuoteWorker(
-        AppConfig(), "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("t")
-    )
+    QuoteWorker(cfg, "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("t"))
     (settings,) = seen
-    assert _paced(settings)
+    return settings
 
 
-def test_relays_input_and_standby_tail_are_paced() -> None:
-    """The relay's prices.raw consumer and its standby reader of prices are paced."""
+def _raw_consumer(cfg: AppConfig) -> dict[str, Any]:
     seen: list[dict[str, Any]] = []
 
     def capture(settings: dict[str, Any]) -> Consumer:
         seen.append(settings)
         return cast(Consumer, object())
 
-    RelayClients(consumer=capture).raw_consumer(AppConfig(), "relay", "r1")
-    (raw,) = seen
-    assert _paced(raw)
-    assert _paced(standby_settings(AppConfig(), "r1"))
+    RelayClients(consumer=capture).raw_consumer(cfg, "relay", "r1")
+    (settings,) = seen
+    return settings
 
 
-def test_users_librdkafka_table_overrides_the_pace() -> None:
-    """A pace in the user's [broker.librdkafka] table wins over the default."""
-    cfg = dataclasses.replace(
-        AppConfig(), broker=BrokerConfig(librdkafka={"fetch.queue.backoff.ms": "25"})
-    )
-    assert standby_settings(cfg, "r1")["fetch.queue.backoff.ms"] == "25"
+def test_pacing_recipe_holds_a_consumer_back_after_one_queued_record() -> None:
+    """The recipe: one queued record holds the next fetch back a few ms."""
+    assert PACING["queued.min.messages"] == "1"
+    assert 0 < int(PACING["fetch.queue.backoff.ms"]) < FETCH_WAIT_MS
+
+
+def test_price_path_consumers_are_not_paced_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default no price-path consumer carries the pacing settings (they cost peak rate)."""
+    for settings in (
+        _quote_consumer(AppConfig(), monkeypatch),
+        _raw_consumer(AppConfig()),
+        standby_settings(AppConfig(), "r1"),
+    ):
+        assert not set(PACING) & set(settings)
+        assert settings["fetch.wait.max.ms"] == FETCH_WAIT_MS
+
+
+def test_pacing_in_the_librdkafka_table_reaches_every_price_path_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Set in [broker.librdkafka], the recipe reaches the publisher's quote consumer and the
+    relay's input and standby tail."""
+    for settings in (
+        _quote_consumer(PACED, monkeypatch),
+        _raw_consumer(PACED),
+        standby_settings(PACED, "r1"),
+    ):
+        assert {k: settings[k] for k in PACING} == PACING
 
 
 def test_liveness_reader_waits_like_the_other_idle_readers() -> None:
