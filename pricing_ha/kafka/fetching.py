@@ -9,7 +9,7 @@ It also bounds how long a partition added to a consumer's assignment (a takeover
 for the fetch already in flight before it is asked for, so it is not raised further.
 
 While records flow, librdkafka asks again as soon as a fetch returns, so each fetch carries the
-one or two records that arrived meanwhile: at 1,000 prices/s the price path makes about 2,400
+one or two records that arrived meanwhile: at 1,000 prices/s the price path makes about 2,500
 fetch requests a second, the largest share of the broker's work (``bench/broker/requests.py``).
 :data:`PACING`, set in a process's ``[broker.librdkafka]``, paces its consumers instead: a
 fetch that returned records is followed by the next one only ``fetch.queue.backoff.ms`` later
