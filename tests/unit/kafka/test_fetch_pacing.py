@@ -45,12 +45,6 @@ def _raw_consumer(cfg: AppConfig) -> dict[str, Any]:
     return settings
 
 
-def test_pacing_recipe_holds_a_consumer_back_after_one_queued_record() -> None:
-    """The recipe: one queued record holds the next fetch back a few ms."""
-    assert PACING["queued.min.messages"] == "1"
-    assert 0 < int(PACING["fetch.queue.backoff.ms"]) < FETCH_WAIT_MS
-
-
 def test_price_path_consumers_are_not_paced_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """By default no price-path consumer carries the pacing settings (they cost peak rate)."""
     for settings in (
