@@ -22,9 +22,10 @@ Figures, for both:
    checked: the product's ``prices`` exactly once against the feed
    (:func:`pricing_ha.local.tails.exactly_once`), the reference's output as distinct (key, value)
    pairs against the feed's count.
-2. **latency** at 100 instruments x ``--latency-hz`` (1,000/s and 5,000/s): source (the feed's
-   ``source_time_ns``) -> receive by ``bench.price_path.latency_probe`` on the output topic, over
-   ``--measure-s``; p50 / p99 / max.
+2. **latency** at 100 instruments x ``--latency-hz`` (1,000/s, and 0.8 x the round's sustained
+   product rate, the reference at the same rate): source (the feed's ``source_time_ns``) ->
+   receive by ``bench.price_path.latency_probe`` on the output topic, over ``--measure-s``;
+   p50 / p99 / max.
 3. **CPU per price** of every process (publishers / forwarders, relays, broker, feed), from
    ``/proc/<pid>/stat`` over each case's steady window, divided by the prices delivered in it.
 4. **memory**: VmRSS and VmHWM of every process at the end of each case; with two instrument
@@ -53,7 +54,7 @@ sustained rate over the rounds, and ``ratio_to_reference``, that over the refere
 
 Run: ``.venv/bin/python -m bench.price_path [--rounds 2] [--step-s 30] [--start-rate 4000]
 [--reference-start-rate R] [--instruments 100[,10000,100000]] [--partitions 4[,32]]
-[--direct-rate 12000|0.8x] [--pipelined] [--scale] [--smoke]``.
+[--latency-hz 10,0.8x] [--direct-rate 12000|0.8x] [--pipelined] [--scale] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from bench.price_path.direct_keepup import direct_case, direct_rates
 from bench.price_path.forwarder import CONSUMER_SETTINGS, producer_settings
 from bench.price_path.line_rate_report import (
     latency_figures,
+    latency_hz,
     memory_per_instrument,
     print_table,
     ratio,
@@ -197,6 +199,22 @@ class Bench:
             pipelined=self.args.pipelined,
         )
 
+    def latency_cases(
+        self, k: int, specs: list[str], held: float | None, partitions: int
+    ) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+        """Round ``k``'s latency cases, ((``--latency-hz`` item, kind), case), product and
+        reference at each rate (``held``: the round's sustained product rate, for fractions)."""
+        out = []
+        for spec in specs:
+            hz = latency_hz(spec, held, LATENCY_INSTRUMENTS)
+            if hz is None:
+                print(f"round {k}: no latency at {spec}: no rate was sustained", flush=True)
+                continue
+            for kind in KINDS:
+                print(f"round {k}: {kind} latency at {LATENCY_INSTRUMENTS * hz:.0f}/s", flush=True)
+                out.append(((spec, kind), self.latency(kind, hz, partitions)))
+        return out
+
     def direct_cases(self, k: int, held: float | None, partitions: int) -> list[dict[str, Any]]:
         """Round ``k``'s direct-subscriber keep-up cases (:mod:`.direct_keepup`) at each
         ``--direct-rate`` (``held``: the round's sustained product rate, for fractions)."""
@@ -230,7 +248,11 @@ def _options() -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=8, help="steps per search")
     parser.add_argument("--instruments", default="100", help="comma-separated, e.g. 100,10000")
     parser.add_argument("--partitions", default="4", help="comma-separated, e.g. 4,32")
-    parser.add_argument("--latency-hz", default="10,50", help="per instrument, 100 instruments")
+    parser.add_argument(
+        "--latency-hz",
+        default="10,0.8x",
+        help="per instrument, 100 instruments; '0.8x': 0.8 x the round's sustained product rate",
+    )
     parser.add_argument("--measure-s", type=float, default=20.0, help="latency window")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
@@ -299,7 +321,8 @@ def main() -> None:
     if load_at_start > 1.0:
         print(f"WARNING: load average {load_at_start} > 1.0 at the start: figures are loaded")
     combos = [(i, p) for i in _ints(args.instruments) for p in _ints(args.partitions)]
-    hzs = [float(x) for x in args.latency_hz.split(",")] if not args.skip_latency else []
+    specs = [x.strip() for x in args.latency_hz.split(",") if x.strip()]
+    specs = [] if args.skip_latency else specs
     figures: dict[str, Any] = {
         "sustained_prices_per_s": None,
         "ratio_to_reference": None,
@@ -326,7 +349,7 @@ def main() -> None:
         },
     }
     searches: dict[tuple[int, int, str], list[dict[str, Any]]] = {}
-    latencies: dict[tuple[float, str], list[dict[str, Any]]] = {}
+    latencies: dict[tuple[str, str], list[dict[str, Any]]] = {}
     directs: list[dict[str, Any]] = []
     # Child processes write relative paths (e.g. telemetry traces) here, not in the repository.
     os.chdir(tempfile.mkdtemp(prefix="bench-price-path-cwd-"))
@@ -338,14 +361,9 @@ def main() -> None:
                     print(f"round {k + 1}: {kind}, {instruments} x {partitions}", flush=True)
                     key = (instruments, partitions, kind)
                     searches.setdefault(key, []).append(bench.search(kind, instruments, partitions))
-            for hz in hzs:
-                for kind in KINDS:
-                    total = LATENCY_INSTRUMENTS * hz
-                    print(f"round {k + 1}: {kind} latency at {total:.0f}/s", flush=True)
-                    latencies.setdefault((hz, kind), []).append(
-                        bench.latency(kind, hz, combos[0][1])
-                    )
             held = searches[(*combos[0], "product")][-1]["highest_sustained_per_s"]
+            for at, case in bench.latency_cases(k + 1, specs, held, combos[0][1]):
+                latencies.setdefault(at, []).append(case)
             directs += bench.direct_cases(k + 1, held, combos[0][1])
     figures["throughput"] = {
         f"{i}x{p}": {kind: summarise_search(searches[(i, p, kind)]) for kind in KINDS}
@@ -358,8 +376,8 @@ def main() -> None:
     base = figures["throughput"][f"{combos[0][0]}x{combos[0][1]}"]
     figures["sustained_prices_per_s"] = base["product"]["sustained_per_s_median"]
     figures["ratio_to_reference"] = base["ratio_to_reference"]
-    if hzs:
-        latency_figures(figures, hzs, latencies, LATENCY_INSTRUMENTS)
+    if specs:
+        latency_figures(figures, specs, latencies, LATENCY_INSTRUMENTS)
     figures["cpu_us_per_price"] = base["product"]["cpu_us_per_price_median"]
     if args.direct_rate:
         figures["direct_subscriber"] = {

@@ -83,20 +83,37 @@ def summarise_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def latency_hz(spec: str, sustained: float | None, instruments: int) -> float | None:
+    """One ``--latency-hz`` item as Hz per instrument: a number is one already; ``0.8x`` is
+    0.8 x the round's sustained product rate spread over ``instruments`` (``None`` when the
+    round sustained no rate)."""
+    if spec.endswith("x"):
+        if not sustained:
+            return None
+        return float(spec[:-1]) * sustained / instruments
+    return float(spec)
+
+
+def latency_label(spec: str, instruments: int) -> str:
+    """A latency case's name in the figures: ``1000/s``, or ``0.8x sustained``."""
+    return f"{spec} sustained" if spec.endswith("x") else f"{instruments * float(spec):.0f}/s"
+
+
 def latency_figures(
     figures: dict[str, Any],
-    hzs: list[float],
-    latencies: dict[tuple[float, str], list[dict[str, Any]]],
+    specs: list[str],
+    latencies: dict[tuple[str, str], list[dict[str, Any]]],
     instruments: int,
 ) -> None:
-    """Medians of the latency cases, and the goals' keys (the first latency rate)."""
+    """Medians of the latency cases (each ``--latency-hz`` item), and the goals' keys (the
+    first item's)."""
     figures["latency"] = {
-        f"{instruments * hz:.0f}/s": {
-            kind: summarise_latency(latencies[(hz, kind)]) for kind in KINDS
+        latency_label(spec, instruments): {
+            kind: summarise_latency(latencies.get((spec, kind), [])) for kind in KINDS
         }
-        for hz in hzs
+        for spec in specs
     }
-    first = figures["latency"][f"{instruments * hzs[0]:.0f}/s"]["product"]
+    first = figures["latency"][latency_label(specs[0], instruments)]["product"]
     # The goals' keys: latency feed -> subscriber and one broker hop, measured side by side
     # in the same window (the first latency rate).
     figures["latency_ms"] = {"p50": first["p50_ms_median"], "p99": first["p99_ms_median"]}

@@ -45,6 +45,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
+import msgspec
 import orjson
 from confluent_kafka import Message
 
@@ -264,14 +265,21 @@ def seq_of(msg: Message) -> tuple[str, int] | None:
     if not isinstance(msg.key(), bytes):
         return None
     try:
-        doc = orjson.loads(msg.value() or b"")
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    instrument, seq, epoch = doc.get("instrument"), doc.get("seq"), doc.get("epoch", 0)
-    if type(instrument) is not str or type(seq) is not int or not 1 <= seq <= MAX_SEQ:
-        return None
-    if type(epoch) is not int or not 0 <= epoch <= MAX_EPOCH:
+        got = _POSITION.decode(msg.value() or b"")
+    except msgspec.MsgspecError:
+        return None  # not JSON, not an object, or a field missing or of another type
+    instrument, seq, epoch = got.instrument, got.seq, got.epoch
+    if not 1 <= seq <= MAX_SEQ or not 0 <= epoch <= MAX_EPOCH:
         return None
     return sys.intern(instrument), position(epoch, seq)
+
+
+class _Position(msgspec.Struct):
+    """The two fields of a price :func:`seq_of` reads (the others are skipped unread)."""
+
+    instrument: str
+    seq: int
+    epoch: int = 0
+
+
+_POSITION = msgspec.json.Decoder(_Position)

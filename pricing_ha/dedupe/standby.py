@@ -209,7 +209,10 @@ class StandbyTail:
         self.records += 1
         view.position = offset + 1
         self._seen[partition] = time.monotonic()
-        control = control_kind(msg.key(), msg.headers())
+        key = msg.key()
+        # A keyed record is a price (control records have no key): its headers, a list built
+        # anew at every call, are not read at all.
+        control = None if key is not None else control_kind(key, msg.headers())
         if control is None:
             view.fold_price(offset, seq_of(msg))
             self._last_price[partition] = msg

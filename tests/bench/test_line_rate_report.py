@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from bench.price_path.line_rate_report import memory_per_instrument
+from bench.price_path.line_rate_report import (
+    latency_figures,
+    latency_hz,
+    latency_label,
+    memory_per_instrument,
+)
 
 MIB = 2**20
 
@@ -69,3 +74,33 @@ def test_steps_at_different_rates_are_not_compared() -> None:
 def test_one_instrument_count_gives_no_memory_figure() -> None:
     """Nothing to compare with a single --instruments value."""
     assert memory_per_instrument(_searches(100.0), [100], [4]) is None
+
+
+def test_a_fraction_of_the_sustained_rate_is_spread_over_the_instruments() -> None:
+    """'0.8x' at 15,000/s sustained over 100 instruments is 120 Hz each; a number is itself."""
+    assert latency_hz("0.8x", 15_000.0, 100) == pytest.approx(120.0)
+    assert latency_hz("10", 15_000.0, 100) == 10.0
+    assert latency_hz("0.8x", None, 100) is None
+    assert latency_label("0.8x", 100) == "0.8x sustained"
+    assert latency_label("10", 100) == "1000/s"
+
+
+def _latency_run(p50: float, p99: float) -> dict[str, Any]:
+    return {
+        "source_to_receive": {"p50_ms": p50, "p99_ms": p99, "max_ms": p99 + 1, "n": 10},
+        "hop": {"p50_ms": 1.0, "p99_ms": 2.0},
+    }
+
+
+def test_latency_figures_name_each_case_and_take_the_goals_from_the_first() -> None:
+    """Each --latency-hz item gets its own figures; a case never run has none."""
+    latencies = {
+        ("10", "product"): [_latency_run(15.0, 50.0), _latency_run(17.0, 60.0)],
+        ("10", "reference"): [_latency_run(12.0, 20.0)],
+        ("0.8x", "product"): [_latency_run(30.0, 90.0)],
+    }
+    figures: dict[str, Any] = {}
+    latency_figures(figures, ["10", "0.8x"], latencies, 100)
+    assert figures["latency_ms"] == {"p50": 16.0, "p99": 55.0}
+    assert figures["latency"]["0.8x sustained"]["product"]["p99_ms_median"] == 90.0
+    assert figures["latency"]["0.8x sustained"]["reference"]["p99_ms_median"] is None

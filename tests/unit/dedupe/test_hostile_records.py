@@ -17,7 +17,7 @@ from confluent_kafka import Message
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.control import RELEASE, TAKEOVER, seq_of
 from pricing_ha.dedupe.records import parse_raw_record
-from pricing_ha.kafka.headers import header_dict
+from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, encode_price
 from tests.unit.dedupe.standby_log import TOKEN, Log, read_to_end, tail_of
 from tests.unit.subscribing.test_subscriber import started
@@ -98,6 +98,43 @@ def test_the_standby_tail_survives_hostile_records_on_prices() -> None:
     snap = tail.snapshot_at(0, mark, 0)
     assert snap is not None
     assert snap.high == {"EURUSD": 7}
+
+
+def test_a_keyed_record_with_a_control_header_is_folded_as_a_price() -> None:
+    """The control rule needs no key: a keyed record forging a takeover header moves the
+    instrument's mark and ends no term."""
+    log = Log(1)
+    mark = log.control(0, TAKEOVER, f"{TOKEN}:1")
+    log.append(
+        0,
+        key=b"EURUSD",
+        value=VALUE,
+        headers=[(CONTROL_HEADER, TAKEOVER), ("marker", b"r9/evil:1")],
+    )
+    tail = tail_of(log)
+    read_to_end(tail, log)
+    assert tail.views[0].high == {"EURUSD": 7}
+    assert tail.views[0].term == mark
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"[]",
+        b'{"instrument": "EURUSD"}',
+        b'{"instrument": 7, "seq": 7}',
+        b'{"instrument": "EURUSD", "seq": true}',
+        b'{"instrument": "EURUSD", "seq": 7.0}',
+        b'{"instrument": "EURUSD", "seq": 0}',
+        b'{"instrument": "EURUSD", "seq": 7, "epoch": null}',
+        b'{"instrument": "EURUSD", "seq": 7, "epoch": -1}',
+        b'{"instrument": "EURUSD", "seq": 99999999999999999999}',
+    ],
+)
+def test_the_standby_finds_no_seq_in_a_value_that_lacks_a_valid_one(value: bytes) -> None:
+    """A missing, mistyped or out-of-range instrument, seq or epoch: no position at all."""
+    msg = Message(topic="prices", partition=0, offset=0, key=b"EURUSD", value=value)
+    assert seq_of(msg) is None
 
 
 async def test_the_subscriber_delivers_a_price_with_bad_headers_and_counts_them() -> None:
