@@ -79,8 +79,21 @@ def summarise_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "hop_p99_ms_median": median([x.get("p99_ms") for x in hops]),
         "max_ms_max": max((x.get("max_ms", 0.0) for x in lat), default=None),
         "n_total": sum(x.get("n", 0) for x in lat),
+        "segments_ms_median": _segments(runs),
         "runs": runs,
     }
+
+
+def _segments(runs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Medians over the rounds of each latency segment's p50 and p99 (the product's prices
+    carry the stamps: :mod:`bench.price_path.latency_probe`); none for the reference."""
+    found: dict[str, dict[str, list[float | None]]] = {}
+    for run in runs:
+        for name, pct in run.get("probe", {}).get("segments", {}).items():
+            entry = found.setdefault(name, {"p50": [], "p99": []})
+            entry["p50"].append(pct.get("p50_ms"))
+            entry["p99"].append(pct.get("p99_ms"))
+    return {name: {q: median(v) for q, v in entry.items()} for name, entry in found.items()}
 
 
 def latency_hz(spec: str, sustained: float | None, instruments: int) -> float | None:

@@ -104,3 +104,16 @@ def test_latency_figures_name_each_case_and_take_the_goals_from_the_first() -> N
     assert figures["latency_ms"] == {"p50": 16.0, "p99": 55.0}
     assert figures["latency"]["0.8x sustained"]["product"]["p99_ms_median"] == 90.0
     assert figures["latency"]["0.8x sustained"]["reference"]["p99_ms_median"] is None
+
+
+def test_the_segments_of_the_products_latency_are_summarised_per_round() -> None:
+    """Each segment's p50 and p99 are medians over the rounds; the reference has none."""
+    runs = [_latency_run(15.0, 50.0), _latency_run(17.0, 60.0)]
+    for run, relay_p50 in zip(runs, (8.0, 10.0), strict=True):
+        run["probe"] = {"segments": {"relay_to_receive": {"p50_ms": relay_p50, "p99_ms": 30.0}}}
+    latencies = {("10", "product"): runs, ("10", "reference"): [_latency_run(12.0, 20.0)]}
+    figures: dict[str, Any] = {}
+    latency_figures(figures, ["10"], latencies, 100)
+    product = figures["latency"]["1000/s"]["product"]
+    assert product["segments_ms_median"] == {"relay_to_receive": {"p50": 9.0, "p99": 30.0}}
+    assert figures["latency"]["1000/s"]["reference"]["segments_ms_median"] == {}
