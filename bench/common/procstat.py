@@ -2,11 +2,13 @@
 
 :class:`ProcSampler` reads ``/proc/<pid>/stat`` (user + system time) and ``/proc/<pid>/status``
 (VmRSS, VmHWM) of named processes a few times a second, so that a figure can be taken over any
-window afterwards, including for a process that has exited by then (the feed).
+window afterwards, including for a process that has exited by then (the feed). Its thread is a
+:class:`Periodic`, which a benchmark sampling other readings beside these builds on too.
 """
 
 from __future__ import annotations
 
+import abc
 import os
 import threading
 import time
@@ -53,7 +55,36 @@ def memory_kib(pid: int) -> dict[str, int]:
     return out
 
 
-class ProcSampler:
+class Periodic(abc.ABC):
+    """Calls :meth:`sample` every ``interval_s`` in a thread, and once more at :meth:`close`.
+
+    A subclass sets up what :meth:`sample` reads before calling this ``__init__``, which starts
+    the thread.
+    """
+
+    def __init__(self, interval_s: float, name: str) -> None:
+        """Start sampling."""
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @abc.abstractmethod
+    def sample(self) -> None:
+        """Take one sample now."""
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.sample()
+
+    def close(self) -> None:
+        """Take a last sample, then stop."""
+        self._stop.set()
+        self._thread.join(10)
+        self.sample()
+
+
+class ProcSampler(Periodic):
     """Samples the CPU time and memory of named processes every ``interval_s``, in a thread.
 
     ``samples`` is a list of (monotonic time, {name: CPU seconds}); ``memory`` holds the last
@@ -65,10 +96,7 @@ class ProcSampler:
         self.pids = dict(pids)
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.memory: dict[str, dict[str, int]] = {}
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
-        self._thread.start()
+        super().__init__(interval_s, "bench-sampler")
 
     def add(self, name: str, pid: int) -> None:
         """Sample one more process from now on."""
@@ -86,16 +114,6 @@ class ProcSampler:
             if "VmRSS" in memory:
                 self.memory[name] = memory
         self.samples.append((time.monotonic(), cpu))
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.sample()
-
-    def close(self) -> None:
-        """Take a last sample, then stop."""
-        self._stop.set()
-        self._thread.join(5)
-        self.sample()
 
     def window(self, lo: float, hi: float) -> dict[str, tuple[float, float, float]]:
         """Per process: (t_a, t_b, CPU seconds from t_a to t_b), where t_a and t_b are the

@@ -29,7 +29,6 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bench.common.cluster import start_feed
-from bench.common.procstat import cpu_s, load, memory_kib, thread_cpu_s
+from bench.common.procstat import Periodic, cpu_s, load, memory_kib, thread_cpu_s
 from bench.common.report import code_version, foreign_processes, write
 from bench.price_path.feed_pace import Sample, headline, step_figures
 from pricing_ha.local.broker import LocalKafka
@@ -48,8 +47,9 @@ GOAL_PER_S = 50_000.0
 BARE = "bench.price_path.bare_producer"
 
 
-class Watch:
-    """Samples a topic's record count (high watermarks) and processes' CPU, in a thread."""
+class Watch(Periodic):
+    """Samples a topic's record count (high watermarks) and a process's CPU (and its threads'),
+    in a thread."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float) -> None:
         """Start sampling ``topic``; :meth:`watch` adds the process to measure."""
@@ -60,10 +60,7 @@ class Watch:
         self._consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "bench-feed-rate", "log_level": 4}
         )
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
-        self._thread.start()
+        super().__init__(interval_s, "bench-watch")
 
     def watch(self, name: str, pid: int) -> None:
         """Sample this process's CPU (and its threads', and its memory) from now on."""
@@ -96,15 +93,9 @@ class Watch:
                 cpu, threads = {}, {}  # exited
         self.samples.append(Sample(t, records, cpu, threads))
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.sample()
-
     def close(self) -> None:
-        """Take a last sample, then stop."""
-        self._stop.set()
-        self._thread.join(10)
-        self.sample()
+        """Take a last sample, then stop and close the topic's reader."""
+        super().close()
         self._consumer.close()
 
 

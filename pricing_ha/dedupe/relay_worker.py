@@ -276,7 +276,7 @@ class RelayWorker(RelayTending):
             # reading the partition ahead meanwhile; retried at the worker's next turn.
             held = self._grace.hold_for_release([p for p in partitions if p not in deferred])
             for partition, why in held.items():
-                deferred[partition] = TakeoverDeferredError(why, retry_after_s=0.0)
+                deferred[partition] = TakeoverDeferredError(why, retry_after_s=0.0, routine=True)
             self._read_ahead([p for p in held if p in self.wanted])
         partitions = [p for p in partitions if p not in deferred]
         # Reading ahead from here lets the first fetch overlap the marker's round trip (a grace

@@ -55,14 +55,17 @@ class TakeoverDeferredError(PricingError):
     """Raised by :meth:`PartitionWorker.assign`: the partition cannot be taken up now.
 
     The worker keeps the partition wanted but not active, reports it as not ready, and tries
-    again after ``retry_after_s`` while NELI still says it leads it.
+    again after ``retry_after_s`` while NELI still says it leads it. A ``routine`` deferral is
+    a step of a normal move (the relay's successor waiting on the owner it asked): logged at
+    INFO, where any other is a WARNING.
     """
 
-    def __init__(self, reason: str, retry_after_s: float = 1.0) -> None:
+    def __init__(self, reason: str, retry_after_s: float = 1.0, *, routine: bool = False) -> None:
         """Record why, and when to try again."""
         super().__init__(reason)
         self.reason = reason
         self.retry_after_s = retry_after_s
+        self.routine = routine
 
 
 @dataclass
@@ -371,7 +374,8 @@ class PartitionWorker(abc.ABC):
                 self._retry_at.pop(partition, None)
             else:
                 if partition not in self.deferred:
-                    log.warning("taking partition %d deferred: %s", partition, exc.reason)
+                    say = log.info if exc.routine else log.warning
+                    say("taking partition %d deferred: %s", partition, exc.reason)
                 self.deferred[partition] = exc.reason
                 self._retry_at[partition] = now + exc.retry_after_s
 

@@ -71,6 +71,22 @@ def _silences(records: list[Record]) -> dict[str, float]:
     return out
 
 
+def _both_publishing(cluster: PricingCluster, group: str) -> Callable[[], bool]:
+    """Whether members a and b of ``group`` both published in the last second."""
+
+    def check() -> bool:
+        since = time.time_ns() - 1_000_000_000
+        raw = cluster.read("raw", idle_s=0.5)
+        recent = {
+            r.headers["member"]
+            for r in raw
+            if r.headers["group"] == cluster.group(group) and int(r.headers["publish_ns"]) > since
+        }
+        return {"a", "b"} <= recent
+
+    return check
+
+
 def test_both_groups_publish_every_quote_byte_identically(cluster: PricingCluster) -> None:
     """P1 and P2 (2 members each) publish every (instrument, seq) of the feed, byte-identical."""
     for g in ("p1", "p2"):
@@ -98,7 +114,9 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
     a = cluster.publisher("p1", "a")
     cluster.publisher("p1", "b")
     cluster.feed(instruments=20, rate=1 / TICK_S, duration=4 * S + 8)
-    time.sleep(2 * S)
+    # The victim must be leading something when it dies: under load the group may still be
+    # settling after 2 S (both members published lately, read back from prices.raw).
+    wait_for(_both_publishing(cluster, "p1"), 60, "both p1 members to publish")
     killed_ns = time.time_ns()
     a.kill()
     # The feed ends once every instrument has been published again (by the survivor).

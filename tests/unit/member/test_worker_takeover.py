@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from confluent_kafka import Message
 
 from pricing_ha.member.worker import PartitionWorker, TakeoverDeferredError
@@ -20,6 +22,7 @@ class _Worker(PartitionWorker):
     def __init__(self, failures: int) -> None:
         super().__init__("test-worker", _Consumer(), lambda _p: True)  # type: ignore[arg-type]
         self.failures = failures
+        self.routine = False
         self.attempts: dict[int, int] = {}
         self.batches: list[list[int]] = []
 
@@ -30,7 +33,9 @@ class _Worker(PartitionWorker):
     def assign(self, partition: int) -> None:
         self.attempts[partition] = self.attempts.get(partition, 0) + 1
         if self.attempts[partition] <= self.failures:
-            raise TakeoverDeferredError("broker not answering", retry_after_s=0.0)
+            raise TakeoverDeferredError(
+                "broker not answering", retry_after_s=0.0, routine=self.routine
+            )
 
     def unassign(self, partition: int) -> None:
         """Nothing to release."""
@@ -77,3 +82,22 @@ def test_a_loss_cancels_a_deferred_takeover() -> None:
     assert worker.wanted == set()
     assert worker.deferred == {}
     assert worker.attempts[1] == 1
+
+
+def test_a_routine_deferral_is_logged_at_info_and_any_other_as_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A successor waiting on the owner it asked is a step of a planned move, not a problem;
+    it is still reported as waiting (readiness)."""
+    worker = _Worker(failures=1)
+    worker.routine = True
+    with caplog.at_level(logging.INFO, logger="pricing_ha.worker"):
+        _apply(worker, ("assign", 4))
+        worker.routine = False
+        _apply(worker, ("assign", 5))
+    levels = {r.getMessage(): r.levelno for r in caplog.records if "deferred" in r.getMessage()}
+    assert levels == {
+        "taking partition 4 deferred: broker not answering": logging.INFO,
+        "taking partition 5 deferred: broker not answering": logging.WARNING,
+    }
+    assert worker.deferred == {4: "broker not answering", 5: "broker not answering"}
