@@ -71,18 +71,18 @@ def _silences(records: list[Record]) -> dict[str, float]:
     return out
 
 
-def _both_publishing(cluster: PricingCluster, group: str) -> Callable[[], bool]:
-    """Whether members a and b of ``group`` both published in the last second."""
+def _settled(cluster: PricingCluster, group: str) -> Callable[[], bool]:
+    """Whether, in the last second, members a and b of ``group`` both published and no
+    partition had two publishers (the group is not in the middle of a rebalance)."""
 
     def check() -> bool:
         since = time.time_ns() - 1_000_000_000
-        raw = cluster.read("raw", idle_s=0.5)
-        recent = {
-            r.headers["member"]
-            for r in raw
-            if r.headers["group"] == cluster.group(group) and int(r.headers["publish_ns"]) > since
-        }
-        return {"a", "b"} <= recent
+        by_partition: dict[int, set[str]] = {}
+        for r in cluster.read("raw", idle_s=0.3, live=True):  # the feed is running
+            if r.headers["group"] == cluster.group(group) and int(r.headers["publish_ns"]) > since:
+                by_partition.setdefault(r.partition, set()).add(r.headers["member"])
+        members = set().union(*by_partition.values()) if by_partition else set()
+        return members == {"a", "b"} and all(len(m) == 1 for m in by_partition.values())
 
     return check
 
@@ -113,10 +113,11 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
     """SIGKILL of a P1 member: the survivor takes over and P1's stream has no missing seq."""
     a = cluster.publisher("p1", "a")
     cluster.publisher("p1", "b")
-    cluster.feed(instruments=20, rate=1 / TICK_S, duration=4 * S + 8)
-    # The victim must be leading something when it dies: under load the group may still be
-    # settling after 2 S (both members published lately, read back from prices.raw).
-    wait_for(_both_publishing(cluster, "p1"), 60, "both p1 members to publish")
+    # Long enough for a slow start: it is ended once every instrument flows again after the kill.
+    cluster.feed(instruments=20, rate=1 / TICK_S, duration=4 * S + 60)
+    # The victim must be leading something of its own when it dies: under load the group may
+    # still be settling after 2 S (read back from prices.raw).
+    wait_for(_settled(cluster, "p1"), 60, "p1 to settle with both members publishing")
     killed_ns = time.time_ns()
     a.kill()
     # The feed ends once every instrument has been published again (by the survivor).
@@ -132,8 +133,13 @@ def test_member_sigkill_group_still_covers_everything(cluster: PricingCluster) -
             if r.partition == p and r.headers["member"] == member
         )
 
+    def led_before_kill(member: str, p: int) -> bool:
+        return any(killed_ns - 1_000_000_000 < t < killed_ns for t in published(member, p))
+
     victims = [
-        p for p in range(cluster.partitions) if any(t < killed_ns for t in published("a", p))
+        p
+        for p in range(cluster.partitions)
+        if led_before_kill("a", p) and not led_before_kill("b", p)
     ]
     assert victims, "the killed member must have been leading something"
     # Non-exclusive takeover: the session expires (S), the group rebalances, the survivor's
