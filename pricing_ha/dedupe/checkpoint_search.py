@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_kind
+from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_of
 from pricing_ha.kafka.ranges import read_ranges
 
 __all__ = ["Reader", "latest_checkpoints"]
@@ -117,7 +117,7 @@ def _search(
     found: dict[int, PartitionView] = {}
     for msg in read_ranges(reader, topic, ranges, _SEARCH_TIMEOUT_S, should_stop=stop.is_set):
         counted()
-        control = control_kind(msg.key(), msg.headers())
+        control = control_of(msg)
         if control is not None and control[0] == CHECKPOINT:
             view = PartitionView.decode(msg.value() or b"", msg.offset() or 0)
             if view is not None:

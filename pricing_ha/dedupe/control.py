@@ -63,6 +63,7 @@ __all__ = [
     "PartitionView",
     "Snapshot",
     "control_kind",
+    "control_of",
     "seq_of",
 ]
 
@@ -251,13 +252,24 @@ def control_kind(
     return values[CONTROL_HEADER], values
 
 
+def control_of(msg: Message) -> tuple[bytes, dict[str, bytes]] | None:
+    """:func:`control_kind` of a record as read.
+
+    A keyed record is a price whatever its headers, so its header list (which
+    confluent-kafka builds anew at every call) is not built at all: the readers of ``prices``
+    read a price far more often than a control record.
+    """
+    key = msg.key()
+    return None if key is not None else control_kind(key, msg.headers())
+
+
 def seq_of(msg: Message) -> tuple[str, int] | None:
     """Instrument and position (``(epoch, seq)`` packed: :mod:`pricing_ha.publishing.epochs`;
     its seq in epoch 0) of a price on ``prices``, from its value (never from a header: the
     value is what subscribers read and what the relay arbitrated on).
 
-    The relay wrote that value canonically after validating it, so only the two fields read
-    here are checked (a fraction of :func:`~pricing_ha.publishing.pricing.decode_price`'s
+    The relay wrote that value canonically after validating it, so only the fields read here
+    are checked (a fraction of :func:`~pricing_ha.publishing.pricing.decode_price`'s
     cost: the tail reads every partition). The instrument is interned, as the relay's arbiter
     interns it (``records``): the view's mark and the arbiter's line then share one string
     per instrument, not one copy each.
@@ -275,7 +287,7 @@ def seq_of(msg: Message) -> tuple[str, int] | None:
 
 
 class _Position(msgspec.Struct):
-    """The two fields of a price :func:`seq_of` reads (the others are skipped unread)."""
+    """The fields of a price :func:`seq_of` reads (the others are skipped unread)."""
 
     instrument: str
     seq: int

@@ -44,7 +44,7 @@ from pricing_ha.dedupe.control import (
     RESET,
     PartitionView,
     Snapshot,
-    control_kind,
+    control_of,
     seq_of,
 )
 
@@ -209,10 +209,7 @@ class StandbyTail:
         self.records += 1
         view.position = offset + 1
         self._seen[partition] = time.monotonic()
-        key = msg.key()
-        # A keyed record is a price (control records have no key): its headers, a list built
-        # anew at every call, are not read at all.
-        control = None if key is not None else control_kind(key, msg.headers())
+        control = control_of(msg)
         if control is None:
             view.fold_price(offset, seq_of(msg))
             self._last_price[partition] = msg

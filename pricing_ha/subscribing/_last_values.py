@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Message, TopicPartition
 
-from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_kind
+from pricing_ha.dedupe.control import CHECKPOINT, PartitionView, control_of
 from pricing_ha.kafka.ranges import read_ranges
 
 __all__ = ["LastValues", "Reader", "read_last_values"]
@@ -148,7 +148,7 @@ def _read(
     for msg in read_ranges(reader, topic, ranges, timeout_s, batch=_BATCH, poll_s=_POLL_S):
         p, offset = msg.partition() or 0, msg.offset() or 0
         key = msg.key()
-        control = control_kind(key, msg.headers())
+        control = control_of(msg)
         if control is None and isinstance(key, bytes):
             wanted = state[p].wanted
             if wanted is None or key in wanted:

@@ -47,7 +47,7 @@ from typing import Any
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
 from pricing_ha.dedupe.arbitration import Arbiter, Emission
-from pricing_ha.dedupe.control import RESET, control_kind
+from pricing_ha.dedupe.control import RESET, control_of
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.publishing.pricing import InvalidPriceError, decode_price
 from pricing_ha.subscribing._last_values import read_last_values
@@ -321,7 +321,7 @@ class PriceClient(AssignedReader):
         if not last_value and offset < self._floor.get(partition, 0):
             return  # fetched before the assignment moved on (a read-back window)
         key = msg.key()
-        control = control_kind(key, msg.headers())
+        control = control_of(msg)
         if control is not None:
             kind, values = control
             if kind == RESET:  # an operator reset the mark: restart this instrument's check

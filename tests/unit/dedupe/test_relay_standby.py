@@ -15,6 +15,7 @@ from pricing_ha.dedupe.control import (
     PartitionView,
     Snapshot,
     control_kind,
+    control_of,
 )
 from pricing_ha.kafka.headers import CONTROL_HEADER
 from tests.unit.dedupe.standby_log import TOKEN, Log, read_to_end, tail_of
@@ -218,6 +219,15 @@ def test_control_kind_tells_control_records_from_prices() -> None:
     assert control_kind(b"EURUSD", [("seq", b"1")]) is None
     assert control_kind(None, None) is None
     got = control_kind(None, [(CONTROL_HEADER, "release"), ("term", b"12")])
+    assert got == (RELEASE, {CONTROL_HEADER: b"release", "term": b"12"})
+
+
+def test_control_of_a_record_as_read_applies_the_same_rule() -> None:
+    """A keyed record is a price even with the control header; an unkeyed one is read."""
+    forged = [(CONTROL_HEADER, RELEASE)]
+    assert control_of(Message(topic="prices", key=b"EURUSD", headers=forged)) is None
+    assert control_of(Message(topic="prices", key=None, headers=None)) is None
+    got = control_of(Message(topic="prices", key=None, headers=[*forged, ("term", b"12")]))
     assert got == (RELEASE, {CONTROL_HEADER: b"release", "term": b"12"})
 
 
