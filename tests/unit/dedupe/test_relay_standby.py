@@ -224,7 +224,7 @@ def test_control_kind_tells_control_records_from_prices() -> None:
 
 def test_control_of_a_record_as_read_applies_the_same_rule() -> None:
     """A keyed record is a price even with the control header; an unkeyed one is read."""
-    forged = [(CONTROL_HEADER, RELEASE)]
+    forged: list[tuple[str, str | bytes | None]] = [(CONTROL_HEADER, RELEASE)]
     assert control_of(Message(topic="prices", key=b"EURUSD", headers=forged)) is None
     assert control_of(Message(topic="prices", key=None, headers=None)) is None
     got = control_of(Message(topic="prices", key=None, headers=[*forged, ("term", b"12")]))
