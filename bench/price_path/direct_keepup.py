@@ -30,6 +30,7 @@ from bench.common.cluster import feed_and_wait
 from bench.common.procstat import ProcSampler, load
 from bench.price_path.cases import WARM_S, drop_topics, start_product
 from bench.price_path.feed_rate import Watch
+from bench.price_path.line_rate_report import rate_item
 from pricing_ha.local.procs import Proc, ProcessGroup
 from pricing_ha.local.waiting import wait_until
 
@@ -53,14 +54,8 @@ def delivered_from_metrics(text: str) -> int:
 
 def direct_rates(spec: str, sustained: float | None) -> list[float]:
     """``--direct-rate`` values: totals/s, or ``0.8x`` for 0.8 x the run's sustained rate."""
-    out: list[float] = []
-    for item in (x.strip() for x in spec.split(",") if x.strip()):
-        if item.endswith("x"):
-            if sustained is not None:
-                out.append(round(float(item[:-1]) * sustained))
-        else:
-            out.append(float(item))
-    return out
+    rates = (rate_item(x.strip(), sustained) for x in spec.split(",") if x.strip())
+    return [rate for rate in rates if rate is not None]
 
 
 def _count_at(samples: list[tuple[float, int]], t: float) -> int:

@@ -321,8 +321,9 @@ def main() -> None:
     if load_at_start > 1.0:
         print(f"WARNING: load average {load_at_start} > 1.0 at the start: figures are loaded")
     combos = [(i, p) for i in _ints(args.instruments) for p in _ints(args.partitions)]
-    specs = [x.strip() for x in args.latency_hz.split(",") if x.strip()]
-    specs = [] if args.skip_latency else specs
+    specs = (
+        [] if args.skip_latency else [x.strip() for x in args.latency_hz.split(",") if x.strip()]
+    )
     figures: dict[str, Any] = {
         "sustained_prices_per_s": None,
         "ratio_to_reference": None,

@@ -96,15 +96,20 @@ def _segments(runs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     return {name: {q: median(v) for q, v in entry.items()} for name, entry in found.items()}
 
 
+def rate_item(item: str, sustained: float | None) -> float | None:
+    """One item of a rate option (``--latency-hz``, ``--direct-rate``): a number as given, or
+    ``0.8x`` as 0.8 x the round's sustained product rate, to a whole price a second (``None``
+    when the round sustained no rate)."""
+    if item.endswith("x"):
+        return round(float(item[:-1]) * sustained) if sustained else None
+    return float(item)
+
+
 def latency_hz(spec: str, sustained: float | None, instruments: int) -> float | None:
-    """One ``--latency-hz`` item as Hz per instrument: a number is one already; ``0.8x`` is
-    0.8 x the round's sustained product rate spread over ``instruments`` (``None`` when the
-    round sustained no rate)."""
-    if spec.endswith("x"):
-        if not sustained:
-            return None
-        return float(spec[:-1]) * sustained / instruments
-    return float(spec)
+    """One ``--latency-hz`` item as Hz per instrument: a number is one already; a fraction of
+    the sustained rate (:func:`rate_item`) is spread over ``instruments``."""
+    rate = rate_item(spec, sustained)
+    return rate / instruments if rate is not None and spec.endswith("x") else rate
 
 
 def latency_label(spec: str, instruments: int) -> str:
