@@ -46,7 +46,7 @@ from pricing_ha.dedupe.read_ahead import ReadAhead
 from pricing_ha.dedupe.records import RawPrice, as_bytes, parse_raw_price
 from pricing_ha.publishing.epochs import describe
 from pricing_ha.publishing.pricing import InvalidPriceError
-from pricing_ha.telemetry.pricepath import sampled_context
+from pricing_ha.telemetry.pricepath import sampled_parent
 from pricing_ha.telemetry.ratelimited import RateLimitedWarnings
 
 __all__ = ["HotPath"]
@@ -168,7 +168,9 @@ class HotPath:
                 continue
             raw_headers = msg.headers()
             try:
-                instrument, price, source, publish_ns = parse_raw_price(msg, raw_headers)
+                instrument, price, source, publish_ns, traceparent = parse_raw_price(
+                    msg, raw_headers
+                )
             except InvalidPriceError as exc:
                 out.dead_letter(msg, partition, offset, exc.reason)
                 last[partition] = offset
@@ -188,7 +190,7 @@ class HotPath:
                 price.source_time_ns,
                 publish_ns,
             )
-            parent = sampled_context(raw_headers)
+            parent = sampled_parent(traceparent)
             if parent is None:  # the common case: no span objects at all
                 emissions = arbiter.offer(
                     instrument, price.seq, item, source, now, epoch=price.epoch

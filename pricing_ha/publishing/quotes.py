@@ -69,12 +69,13 @@ class InvalidQuoteError(PricingError):
         super().__init__(reason)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Quote:
-    """One market-data quote.
+class Quote(wire.Quote, frozen=True, kw_only=True):
+    """One market-data quote: the wire contract's quote (:class:`pricing_ha.wire.Quote`).
 
     Construction does not validate (tests and generators build quotes freely); use
-    :func:`validate_quote` or :func:`parse_quote` on untrusted data.
+    :func:`validate_quote` or :func:`parse_quote` on untrusted data. A frozen struct rather
+    than a frozen dataclass: created in C (also straight from JSON by :func:`parse_quote`),
+    several times cheaper, at one per quote on each publisher's hot path.
 
     Attributes:
         instrument: the symbol, also the Kafka key.
@@ -84,13 +85,6 @@ class Quote:
         source_time_ns: when the source produced the quote, Unix epoch nanoseconds.
         epoch: the feed's epoch (its start, Unix milliseconds; 0 for a feed without epochs).
     """
-
-    instrument: str
-    seq: int
-    bid: float
-    ask: float
-    source_time_ns: int
-    epoch: int = 0
 
 
 def validate_quote(q: Quote) -> Quote:
@@ -140,20 +134,12 @@ def parse_quote(value: bytes | None, key: bytes | None) -> Quote:
     if value is None:
         raise InvalidQuoteError("empty message value")
     try:
-        # The wire contract's struct decodes a well-formed quote in one pass; anything it
-        # refuses is read again by the strict reader below, which says precisely what is wrong.
-        typed = _QUOTE.decode(value)
+        # The wire contract's rules decode a well-formed quote in one pass, straight into a
+        # Quote; anything refused is read again by the strict reader below, which says
+        # precisely what is wrong.
+        quote = _QUOTE.decode(value)
     except msgspec.MsgspecError:
         quote = _parse_slowly(value)
-    else:
-        quote = Quote(
-            instrument=typed.instrument,
-            seq=typed.seq,
-            bid=typed.bid,
-            ask=typed.ask,
-            source_time_ns=typed.source_time_ns,
-            epoch=typed.epoch,
-        )
     validate_quote(quote)
     if key is None:
         raise InvalidQuoteError("message has no key; quotes must be keyed by instrument")
@@ -163,7 +149,7 @@ def parse_quote(value: bytes | None, key: bytes | None) -> Quote:
     return quote
 
 
-_QUOTE = msgspec.json.Decoder(wire.Quote)
+_QUOTE = msgspec.json.Decoder(Quote)
 
 
 def _parse_slowly(value: bytes) -> Quote:

@@ -40,6 +40,7 @@ __all__ = [
     "child_context",
     "end_on_delivery",
     "sampled_context",
+    "sampled_parent",
     "traceparent_context",
     "traceparent_of",
     "with_traceparent",
@@ -56,10 +57,10 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _SAMPLED_FLAGS = frozenset("13579bdf")  # last hex digit of trace-flags with bit 0 (sampled) set
 
 
-def _find_traceparent(headers: Iterable[tuple[str, HeaderValue]]) -> str | None:
+def _find_traceparent(headers: Iterable[tuple[str, HeaderValue]]) -> HeaderValue:
     for key, value in headers:
         if key == TRACEPARENT:
-            return value.decode("ascii", "replace") if isinstance(value, bytes) else value
+            return value
     return None
 
 
@@ -81,8 +82,17 @@ def sampled_context(
     pairs = (
         headers if type(headers) is list or not isinstance(headers, Mapping) else headers.items()
     )
-    value = _find_traceparent(pairs)
-    return traceparent_context(value) if value else None
+    return sampled_parent(_find_traceparent(pairs))
+
+
+def sampled_parent(traceparent: HeaderValue) -> Context | None:
+    """:func:`sampled_context` of a record whose ``traceparent`` header value the caller has
+    already found (``None``: the record has none)."""
+    if not traceparent:
+        return None
+    if isinstance(traceparent, bytes):
+        return traceparent_context(traceparent.decode("ascii", "replace"))
+    return traceparent_context(traceparent)
 
 
 def traceparent_context(value: str) -> Context | None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from pricing_ha.dedupe import hot_path, records, relayed
@@ -85,7 +85,7 @@ def test_a_dropped_copy_builds_neither_value_nor_headers(monkeypatch: pytest.Mon
         ]
     relay.hot.process(batch)
     assert [r["value"] for r in relay.produced("prices")] == [
-        real_encode(dataclasses.replace(PRICE, seq=s)) for s in (1, 2, 3)
+        real_encode(msgspec.structs.replace(PRICE, seq=s)) for s in (1, 2, 3)
     ]
     assert [dict(r["headers"])["seq"] for r in relay.produced("prices")] == [b"1", b"2", b"3"]
     assert built == [1, 2, 3]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import replace
 from decimal import Decimal
 from typing import Any, cast
 
@@ -15,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from opentelemetry.sdk.trace import TracerProvider
 
 from neli.wire import Heartbeat as NeliHeartbeat
