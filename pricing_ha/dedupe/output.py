@@ -26,11 +26,11 @@ ticks) are written by :mod:`.control_writer`.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
 
+import msgspec
 from confluent_kafka import KafkaError, Message, Producer
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
@@ -218,7 +218,7 @@ class RelayOutput:
             attributes={"pricing_ha.seq": seq, "pricing_ha.source": source},
         )
         try:
-            item = dataclasses.replace(item, trace=child_context(process))
+            item = msgspec.structs.replace(item, trace=child_context(process))
             duplicates = arbiter.duplicates
             emissions = arbiter.offer(instrument, seq, item, source, now, epoch=epoch)
             if any(e.item is item for e in emissions):

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import msgspec
 from confluent_kafka import Producer
 
 from pricing_ha.config import AppConfig
@@ -225,7 +226,9 @@ def run_configured_feed(
             f"replaying {sum(per_instrument.values())} quotes of {len(per_instrument)} "
             f"instruments from {replay}"
         )
-        quotes: Iterable[Quote] = (dataclasses.replace(q, epoch=epoch) for q in read_replay(replay))
+        quotes: Iterable[Quote] = (
+            msgspec.structs.replace(q, epoch=epoch) for q in read_replay(replay)
+        )
         total_rate = rate * len(per_instrument)
     else:
         symbols = feed_symbols(cfg.feed)

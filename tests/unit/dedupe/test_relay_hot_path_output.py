@@ -90,3 +90,21 @@ def test_a_dropped_copy_builds_neither_value_nor_headers(monkeypatch: pytest.Mon
     assert [dict(r["headers"])["seq"] for r in relay.produced("prices")] == [b"1", b"2", b"3"]
     assert built == [1, 2, 3]
     assert encoded == [1, 2, 3]
+
+
+def test_a_sampled_copy_is_relayed_inside_its_spans() -> None:
+    """A copy whose traceparent is sampled takes the traced path (its item is re-made with
+    its process span's context) and is relayed once, like an unsampled one."""
+    sampled = b"00-" + b"c" * 32 + b"-" + b"d" * 16 + b"-01"
+    relay = Relay()
+    headers = [(n, sampled if n == "traceparent" else v) for n, v in _headers(b"p1")]
+    relay.hot.process(
+        [
+            relay.raw("EURUSD", 1, headers=headers),
+            relay.raw("EURUSD", 1, headers=_headers(b"p2")),
+        ]
+    )
+    (record,) = relay.produced("prices")
+    assert (record["value"], dict(record["headers"])["group"]) == (encode_price(PRICE), b"p1")
+    assert "traceparent" in dict(record["headers"])
+    assert relay.stats.relayed == 1
