@@ -18,7 +18,10 @@ Figures, for both:
    itself kept its pace (>= 95 % of R from the window's start to its last quote's landing on the
    input topic: otherwise R was not offered). From ``--start-rate`` the rate is multiplied by 1.25
    while steps hold, up to the first failure; if the very first step fails, it is divided by 1.25
-   until one holds (``--max-steps`` steps in all). The output of the highest sustained step is then
+   until one holds (``--max-steps`` steps in all). Before the first search, one product step at
+   ``--start-rate`` for ``--warm-up-s`` warms the fresh broker up and is not judged (recorded as
+   ``warm_up``): a first step on a cold broker JVM sometimes failed, and the search then held it
+   on its way back up. The output of the highest sustained step is then
    checked: the product's ``prices`` exactly once against the feed
    (:func:`pricing_ha.local.tails.exactly_once`), the reference's output as distinct (key, value)
    pairs against the feed's count.
@@ -53,8 +56,9 @@ Headline (the first combination): ``sustained_prices_per_s``, the product's medi
 sustained rate over the rounds, and ``ratio_to_reference``, that over the reference's.
 
 Run: ``.venv/bin/python -m bench.price_path [--rounds 2] [--step-s 30] [--start-rate 4000]
-[--reference-start-rate R] [--instruments 100[,10000,100000]] [--partitions 4[,32]]
-[--latency-hz 10,0.8x] [--direct-rate 12000|0.8x] [--pipelined] [--scale] [--smoke]``.
+[--warm-up-s 20] [--reference-start-rate R] [--instruments 100[,10000,100000]]
+[--partitions 4[,32]] [--latency-hz 10,0.8x] [--direct-rate 12000|0.8x] [--pipelined] [--scale]
+[--smoke]``.
 """
 
 from __future__ import annotations
@@ -199,6 +203,27 @@ class Bench:
             pipelined=self.args.pipelined,
         )
 
+    def warm_up(self, instruments: int, partitions: int) -> dict[str, Any]:
+        """One unjudged product step on the fresh broker before any search (see the module
+        docstring): its figures are recorded, not used."""
+        a = self.args
+        rate = round(a.start_rate)
+        print(f"warm-up: product at {rate}/s for {a.warm_up_s:g} s (not judged)", flush=True)
+        step, run = ladder_step(
+            "product",
+            self.bootstrap,
+            self.broker_pid,
+            self.workdir(f"warm-up-{instruments}x{partitions}-{rate}"),
+            rate=rate,
+            step_s=a.warm_up_s,
+            instruments=instruments,
+            partitions=partitions,
+            pipelined=a.pipelined,
+        )
+        drop_topics(self.bootstrap, run.topics)
+        keep = ("offered_per_s", "prices_per_s_steady", "sustained", "failed_because")
+        return {"step_s": a.warm_up_s} | {k: step[k] for k in keep}
+
     def latency_cases(
         self, k: int, specs: list[str], held: float | None, partitions: int
     ) -> list[tuple[tuple[str, str], dict[str, Any]]]:
@@ -253,6 +278,12 @@ def _options() -> argparse.Namespace:
         default="10,0.8x",
         help="per instrument, 100 instruments; '0.8x': 0.8 x the round's sustained product rate",
     )
+    parser.add_argument(
+        "--warm-up-s",
+        type=float,
+        default=20.0,
+        help="an unjudged product step at --start-rate on the fresh broker first (0: none)",
+    )
     parser.add_argument("--measure-s", type=float, default=20.0, help="latency window")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
@@ -291,6 +322,7 @@ def _options() -> argparse.Namespace:
         args = parser.parse_args()
     if args.smoke:
         args.rounds, args.step_s, args.max_steps, args.measure_s = 1, 8.0, 2, 5.0
+        args.warm_up_s = 0.0
     return args
 
 
@@ -356,6 +388,8 @@ def main() -> None:
     os.chdir(tempfile.mkdtemp(prefix="bench-price-path-cwd-"))
     with LocalKafka() as broker:
         bench = Bench(args, broker.bootstrap, broker.pid)
+        if args.warm_up_s > 0 and args.max_steps > 0:
+            figures["warm_up"] = bench.warm_up(*combos[0])
         for k in range(args.rounds):
             for instruments, partitions in combos:
                 for kind in KINDS:

@@ -117,3 +117,19 @@ def test_the_segments_of_the_products_latency_are_summarised_per_round() -> None
     product = figures["latency"]["1000/s"]["product"]
     assert product["segments_ms_median"] == {"relay_to_receive": {"p50": 9.0, "p99": 30.0}}
     assert figures["latency"]["1000/s"]["reference"]["segments_ms_median"] == {}
+
+
+def test_a_run_warms_the_broker_up_unless_smoke_or_told_not_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The headline's first search follows a 20 s unjudged warm-up step; a smoke run and
+    --warm-up-s 0 have none."""
+    from bench.price_path import line_rate
+
+    def parsed(*argv: str) -> float:
+        monkeypatch.setattr("sys.argv", ["price_path", *argv])
+        return float(line_rate._options().warm_up_s)
+
+    assert parsed() == 20.0
+    assert parsed("--smoke") == 0.0
+    assert parsed("--warm-up-s", "0") == 0.0
