@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Message
 
 from pricing_ha.config import AppConfig
+from pricing_ha.dedupe import records
 from pricing_ha.dedupe.control import RELEASE, TAKEOVER, seq_of
 from pricing_ha.dedupe.records import parse_raw_record
 from pricing_ha.kafka.headers import CONTROL_HEADER, header_dict
@@ -54,6 +55,20 @@ def test_well_formed_headers_are_read() -> None:
     """Group, member and publish_ns of a well-formed raw price are what the relay uses."""
     msg = raw([("group", b"p1"), ("member", b"m"), ("publish_ns", b"123"), ("x", b"\xff")])
     assert parse_raw_record(msg, msg.headers())[:5] == ("EURUSD", 7, "p1/m", 5, 123)
+
+
+def test_identity_headers_that_vary_per_record_keep_the_source_cache_bounded() -> None:
+    """A publisher writing a new group and member on every record neither grows the relay's
+    cache of sources past its bound nor gets a wrong source; a non-UTF-8 one is never cached."""
+    for i in range(3 * records._MAX_SOURCES):
+        msg = raw([("group", b"g%d" % i), ("member", b"m%d" % i)])
+        assert parse_raw_record(msg, msg.headers()).source == f"g{i}/m{i}"
+        assert len(records._SOURCES) <= records._MAX_SOURCES
+    bad = raw([("group", b"\xff"), ("member", b"m")])
+    for _ in range(2):  # refused the second time too: nothing was remembered
+        with pytest.raises(InvalidPriceError, match="'group' is not UTF-8"):
+            parse_raw_record(bad, bad.headers())
+    assert (b"\xff", b"m") not in records._SOURCES
 
 
 def test_header_dict_is_total() -> None:
