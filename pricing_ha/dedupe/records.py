@@ -16,14 +16,7 @@ from confluent_kafka import Message
 from opentelemetry.context import Context
 
 from pricing_ha.dedupe.relayed import relayed_headers
-from pricing_ha.kafka.headers import (
-    MAX_DECIMAL_DIGITS,
-    Headers,
-    HeaderValue,
-    header_int,
-    header_pairs,
-    header_text,
-)
+from pricing_ha.kafka.headers import Headers, HeaderValue, header_int, header_pairs, header_text
 from pricing_ha.publishing.pricing import InvalidPriceError, Price, decode_price, encode_price
 
 __all__ = ["RawFields", "RawPrice", "as_bytes", "parse_raw", "parse_raw_price", "parse_raw_record"]
@@ -181,10 +174,6 @@ def _read_headers(raw_headers: Headers) -> tuple[str, int, HeaderValue]:
     # One pass without copies (a price has four or five headers; every record is read).
     for name, value in header_pairs(raw_headers):
         if name == "publish_ns":
-            # header_int's rule, inline for the usual bytes (one call fewer per record).
-            if type(value) is bytes and 0 < len(value) <= MAX_DECIMAL_DIGITS and value.isdigit():
-                publish_ns = int(value)
-                continue
             number = header_int(value)
             if number is None:
                 shown = as_bytes(value)[:32]
