@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Producer
 
 from pricing_ha.config import AppConfig
 from pricing_ha.dedupe.raw_input import FETCH_SETTINGS
+from pricing_ha.kafka.lookups import LookupConsumer
 
 __all__ = [
     "RelayClients",
@@ -47,8 +48,9 @@ def raw_group_id(group: str) -> str:
 
 
 def kafka_consumer(settings: dict[str, Any]) -> Consumer:
-    """A real consumer (what a relay member uses outside the simulation)."""
-    return Consumer(settings, logger=log)
+    """A real consumer (what a relay member uses outside the simulation), whose look-ups of
+    committed offsets survive a wedged coordinator connection (:mod:`pricing_ha.kafka.lookups`)."""
+    return LookupConsumer(settings, logger=log)
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 from opentelemetry.trace import Span, Status, StatusCode
 
 from pricing_ha.config import AppConfig
 from pricing_ha.kafka.dead_letter import DeadLetters, bounded_reason
 from pricing_ha.kafka.fetching import FETCH_WAIT_MS
 from pricing_ha.kafka.headers import HeaderValue
+from pricing_ha.kafka.lookups import LookupConsumer
 from pricing_ha.kafka.positions import any_unknown, committed_starts
 from pricing_ha.kafka.producers import ProducerClient, ReplaceableProducer
 from pricing_ha.kafka.replay_backoff import ReplayBackoff
@@ -85,7 +86,7 @@ class QuoteWorker(PartitionWorker):
         broker = cfg.broker
         super().__init__(
             f"quotes-{group}",
-            Consumer(
+            LookupConsumer(
                 broker.client_config(
                     defaults={"fetch.wait.max.ms": FETCH_WAIT_MS, "log.connection.close": False},
                     required={

@@ -27,7 +27,7 @@ def _quote_consumer(cfg: AppConfig, monkeypatch: pytest.MonkeyPatch) -> dict[str
         def __init__(self, settings: dict[str, Any], **_kw: Any) -> None:
             seen.append(settings)
 
-    monkeypatch.setattr(quote_worker, "Consumer", _Recorder)
+    monkeypatch.setattr(quote_worker, "LookupConsumer", _Recorder)
     QuoteWorker(cfg, "p1", "a", lambda _p: True, PublisherStats(), telemetry=Telemetry.noop("t"))
     (settings,) = seen
     return settings
