@@ -3,8 +3,9 @@
 After a broker stall, a consumer can stop getting answers to ``Consumer.committed`` for as
 long as it lives: a relay's ``prices.raw`` consumer, after a 6 s pause of its broker, asked
 every 0.5 to 5 s for 90 s and every look-up timed out, while the same process's other clients
-and a new client of the same group were answered at once (docs/measurements.md). Partitions
-it took up could then not start at their committed offsets, and ``prices`` stopped.
+(its NELI member, its standby tail) were answered (docs/measurements.md). Partitions it took
+up could then not start at their committed offsets, and ``prices`` stopped. A new client
+shares none of the old one's connection state, like the client of a restarted process.
 
 :class:`LookupConsumer` is an ordinary consumer until its look-ups have timed out for
 :data:`FRESH_AFTER_S`; from then on, each look-up that times out is asked again by a new
