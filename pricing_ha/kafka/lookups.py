@@ -24,6 +24,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from pricing_ha.kafka.positions import error_code
+
 __all__ = ["FRESH_AFTER_S", "FRESH_TIMEOUT_S", "LookupConsumer"]
 
 log = logging.getLogger("pricing_ha.kafka")
@@ -34,11 +36,6 @@ FRESH_AFTER_S = 2.0
 FRESH_TIMEOUT_S = 1.0
 # Settings a look-up client does not take over: it reports no statistics of its own.
 _NOT_COPIED = frozenset({"stats_cb", "statistics.interval.ms"})
-
-
-def _timed_out(exc: KafkaException) -> bool:
-    err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
 
 
 class LookupConsumer(Consumer):
@@ -64,9 +61,9 @@ class LookupConsumer(Consumer):
             super().__init__(dict(settings))
         else:
             super().__init__(dict(settings), logger=logger)
-        lookup = {k: v for k, v in settings.items() if k not in _NOT_COPIED}
-        lookup["client.id"] = f"{settings.get('client.id', 'consumer')}-lookup"
-        self._lookup_settings = lookup
+        self._name = str(settings.get("client.id", "consumer"))
+        self._lookup_settings = {k: v for k, v in settings.items() if k not in _NOT_COPIED}
+        self._lookup_settings["client.id"] = f"{self._name}-lookup"
         self._make = make or (lambda s: Consumer(s, logger=logger or log))
         self._failing_since: float | None = None
         self._fresh_used = False
@@ -88,18 +85,19 @@ class LookupConsumer(Consumer):
                 else super().committed(partitions, timeout=timeout)
             )
         except KafkaException as exc:
-            if not _timed_out(exc):
+            if error_code(exc) != KafkaError._TIMED_OUT:
                 raise
             now = time.monotonic()
             if self._failing_since is None:
                 self._failing_since = now
             if now - self._failing_since < FRESH_AFTER_S:
                 raise
-            return self._ask_fresh(partitions, max(timeout or 0.0, FRESH_TIMEOUT_S), now)
+            timeout_s = max(timeout or 0.0, FRESH_TIMEOUT_S)
+            return self._ask_fresh(partitions, timeout_s, now - self._failing_since)
         if self._failing_since is not None and self._fresh_used:
             log.info(
                 "%s: committed offsets answered again after %.1f s",
-                self._lookup_settings["client.id"].removesuffix("-lookup"),
+                self._name,
                 time.monotonic() - self._failing_since,
             )
         self._failing_since = None
@@ -107,7 +105,7 @@ class LookupConsumer(Consumer):
         return got
 
     def _ask_fresh(
-        self, partitions: list[TopicPartition], timeout_s: float, failing_at: float
+        self, partitions: list[TopicPartition], timeout_s: float, failing_s: float
     ) -> list[TopicPartition]:
         start = time.monotonic()
         client = self._make(dict(self._lookup_settings))
@@ -120,8 +118,8 @@ class LookupConsumer(Consumer):
             log.warning(
                 "%s: committed offsets not answered for %.1f s; a new client of the group"
                 " answered in %.2f s (asked so until this consumer is answered again)",
-                self._lookup_settings["client.id"].removesuffix("-lookup"),
-                failing_at - (self._failing_since or failing_at),
+                self._name,
+                failing_s,
                 time.monotonic() - start,
             )
         self._fresh_used = True

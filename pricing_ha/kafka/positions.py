@@ -31,6 +31,7 @@ __all__ = [
     "any_unknown",
     "committed_starts",
     "coordinator_trouble",
+    "error_code",
     "restart_unstarted",
 ]
 
@@ -46,6 +47,12 @@ COORDINATOR_ERRORS = frozenset(
         KafkaError.COORDINATOR_NOT_AVAILABLE,
     }
 )
+
+
+def error_code(exc: KafkaException) -> int | None:
+    """The code of the :class:`KafkaError` ``exc`` carries, or ``None`` if it carries none."""
+    err = exc.args[0] if exc.args else None
+    return err.code() if isinstance(err, KafkaError) else None
 
 
 class _Consumer(Protocol):
@@ -80,8 +87,7 @@ def committed_starts(
             break
         except KafkaException as exc:
             # A coordinator that moves or loads answers at once: ask again until the deadline.
-            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if code not in COORDINATOR_ERRORS or time.monotonic() + _RETRY_S > deadline:
+            if error_code(exc) not in COORDINATOR_ERRORS or time.monotonic() + _RETRY_S > deadline:
                 log.info("committed offsets of %s not known (%s): asked again later", topic, exc)
                 return wanted
             time.sleep(_RETRY_S)
