@@ -20,7 +20,8 @@ def test_timed_out_look_ups_are_answered_by_a_new_client_of_the_group(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Offsets committed by one consumer are read back through the new client, once the
-    consumer's own look-ups (given no time at all) have timed out past FRESH_AFTER_S."""
+    consumer's own look-ups (given no time at all) have timed out past FRESH_AFTER_S; its own
+    look-up answered again ends the detour."""
     topic = topic_factory(2)
     group = f"{topic}-lookups"
     committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
@@ -36,11 +37,18 @@ def test_timed_out_look_ups_are_answered_by_a_new_client_of_the_group(
     consumer = LookupConsumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "client.id": "looked-up"}
     )
+    wanted = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     try:
-        with caplog.at_level(logging.WARNING, logger="pricing_ha.kafka"):
+        with caplog.at_level(logging.INFO, logger="pricing_ha.kafka"):
             # 1 µs: the consumer's own look-up cannot even find its coordinator in time.
-            got = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], 1e-6)
+            got = consumer.committed(wanted, 1e-6)
+            detour = [r.getMessage() for r in caplog.records]
+            caplog.clear()
+            again = consumer.committed(wanted, 20.0)  # its own, given time
+            after = [r.getMessage() for r in caplog.records]
     finally:
         consumer.close()
     assert [(tp.partition, tp.offset, tp.error) for tp in got] == [(0, 17, None), (1, 4, None)]
-    assert any("a new client of the group answered" in r.getMessage() for r in caplog.records)
+    assert any("a new client of the group answered" in m for m in detour), detour
+    assert [(tp.partition, tp.offset) for tp in again] == [(0, 17), (1, 4)]
+    assert any("looked-up: committed offsets answered again" in m for m in after), after
