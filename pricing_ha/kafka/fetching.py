@@ -15,10 +15,10 @@ fetch requests a second, the largest share of the broker's work (``bench/broker/
 librdkafka holds a partition back for ``fetch.queue.backoff.ms`` when it would fetch it while
 the consumer's queue still holds ``queued.min.messages`` records (here one), at a cost of up to
 that much latency per hop. A consumer that has already drained its queue is asked again at
-once, so what pacing saves depends on how busy the consumer is: a lone test consumer made
-about 150 fetch requests a second at 1,000 records/s paced or not, while at 1,000 prices/s
-the whole price path's broker requests fell from 5,846 to 4,055 a second (docs/measurements.md,
-on paced fetches and on the landing CI of the structs change).
+once, so what pacing saves depends on how busy the consumer is: a lone test consumer at
+1,000 records/s made 141-156 fetch requests a second paced and 80-136 unpaced, while at
+1,000 prices/s the whole price path's broker requests fell from 5,846 to 4,055 a second
+(docs/measurements.md, on paced fetches and on the landing CI of the structs change).
 
 It is not the default: the same rule holds back a consumer near its capacity, which rarely
 finds its queue empty and so idles after each drain. With 5 ms the price path's highest

@@ -1,9 +1,9 @@
 """On Apache Kafka, a consumer paced by the documented recipe receives every record once, in order.
 
 How often it fetches is a figure, printed here and not asserted (the price path's requests are
-measured by ``bench/broker/requests.py``): alone on the machine this consumer made about 150
-fetch requests a second paced or not, and 322 paced in a CI run under the whole suite's load
-(docs/measurements.md).
+measured by ``bench/broker/requests.py``): alone on the machine this consumer made 141-156
+fetch requests a second paced and 80-136 unpaced, and 322 paced in a CI run under the whole
+suite's load (docs/measurements.md).
 """
 
 from __future__ import annotations
